@@ -1,0 +1,161 @@
+"""Reader plumbing shared by every transcript format: detection, streaming, error reporting.
+
+A reader is a small object with a `name`, a `sniff(head)` that recognises its format from the
+first bytes of a file (content, never the file name) and a `read(path, report)` that yields
+`Unit`s in conversation order. Problems never raise: they are recorded in the `ReadReport` as
+one line naming file and line, and the good records around them are still read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from winnow.data.schema import Unit
+
+HEAD_BYTES = 64 * 1024
+
+
+@dataclass
+class ReadReport:
+    """What a read saw: files, sessions, units by role/kind, skipped records by reason, problems."""
+
+    files: int = 0
+    sessions: set[str] = field(default_factory=set)
+    units_by_kind: Counter = field(default_factory=Counter)
+    units_by_role: Counter = field(default_factory=Counter)
+    formats: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+    max_problems: int = 1000
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        """Count a record that is not a message (progress, snapshot, hook, ...)."""
+        self.skipped[reason] += n
+
+    def problem(self, path: str | Path, line: int | None, message: str) -> None:
+        """Record bad input as one line `file:line: message`."""
+        where = f"{path}:{line}" if line is not None else str(path)
+        self.skipped[f"bad input: {message.split(':')[0]}"] += 1
+        if len(self.problems) < self.max_problems:
+            self.problems.append(f"{where}: {message}")
+
+    def count(self, unit: Unit) -> None:
+        self.sessions.add(unit.session_id)
+        self.units_by_kind[unit.kind] += 1
+        self.units_by_role[unit.role] += 1
+
+    @property
+    def units(self) -> int:
+        return sum(self.units_by_kind.values())
+
+
+class Reader(Protocol):
+    name: str
+
+    def sniff(self, head: str) -> bool:
+        """True when the first bytes of a file (decoded, may be cut mid-record) are this format."""
+        ...
+
+    def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
+        """Yield the file's units in conversation order."""
+        ...
+
+
+class SessionBuilder:
+    """Numbers units of one session and gives them stable ids `<session_id>:<index>`."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        self.index = 0
+
+    def unit(self, role: str, kind: str, text: str, **kw: Any) -> Unit:
+        u = Unit(
+            id=f"{self.session_id}:{self.index}",
+            session_id=self.session_id,
+            index=self.index,
+            role=role,
+            kind=kind,
+            text=text if isinstance(text, str) else to_text(text),
+            **kw,
+        )
+        self.index += 1
+        return u
+
+
+def to_text(value: Any) -> str:
+    """Render a non-string payload (tool input, structured result) as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]:
+    """Stream `(line_number, object)` from a JSON Lines file with flat memory.
+
+    Invalid UTF-8 is decoded with replacement (and reported); a line that does not parse is
+    reported and skipped; a line holding several JSON objects glued together yields each.
+    """
+    decoder = json.JSONDecoder()
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                report.problem(path, lineno, f"invalid UTF-8 at byte {e.start}, decoded with replacement")
+                line = raw.decode("utf-8", errors="replace")
+            line = line.strip()
+            if not line:
+                continue
+            pos = 0
+            while pos < len(line):
+                try:
+                    obj, end = decoder.raw_decode(line, pos)
+                except json.JSONDecodeError as e:
+                    what = "truncated JSON" if e.pos >= len(line) - 1 else "invalid JSON"
+                    report.problem(path, lineno, f"{what} ({e.msg} at column {e.colno}), line skipped")
+                    break
+                yield lineno, obj
+                pos = end
+                while pos < len(line) and line[pos] in " \t\r":
+                    pos += 1
+
+
+def load_json(path: Path, report: ReadReport) -> Any | None:
+    """Load a whole-file JSON document, reporting (not raising) when it is broken."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        report.problem(path, _line_of(raw, e.start), "invalid UTF-8, decoded with replacement")
+        text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        report.problem(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno}), file skipped")
+        return None
+
+
+def _line_of(raw: bytes, offset: int) -> int:
+    return raw.count(b"\n", 0, offset) + 1
+
+
+def read_head(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+
+
+def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """Files under the given files and folders, recursively, in a stable order."""
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            yield from sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith("."))
+        else:
+            yield p

@@ -1,0 +1,3 @@
+"""Placeholder until this reader lands."""
+
+READER = None
