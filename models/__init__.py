@@ -1,0 +1,1 @@
+"""Released model artifacts (packaged into the wheel as `winnow.models`)."""

@@ -1,0 +1,1 @@
+"""Harness runtime: TTL-aware idle compaction, lazy truncation, economics, the context budget."""
