@@ -1,0 +1,420 @@
+"""Text cues shared by the heuristic labeller and the classifier's hand features.
+
+Every cue is one regex compiled at import and a small pure function over a string, so a cue
+costs one scan of the text. Names here are a stable API: the classifier builds its feature
+vector from them (`CUE_FUNCTIONS`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_I = re.IGNORECASE
+_IM = re.IGNORECASE | re.MULTILINE
+
+# --- code ------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```")
+_DIFF = re.compile(
+    r"^(?:@@ .* @@|\+\+\+ |--- a/|diff --git |\*\*\* (?:Begin Patch|Update File|Add File))", re.M
+)
+_CODE_LINE = re.compile(
+    r"^\s*(?:def |class |fn |func |function |import |from \S+ import |#include|package |pub |"
+    r"const |let |var |return\b|if \(|for \(|while \(|async |export |public |private |"
+    r"@\w+|[}\]);]+\s*$|.*[;{]\s*$|.*\)\s*(?:->|:|\{)\s*$)"
+    r"|^\s*\d+→",  # Claude Code's numbered Read output
+    re.M,
+)
+
+
+def has_code(text: str) -> bool:
+    """Fenced code, a diff/patch, or at least three code-like lines."""
+    if _FENCE.search(text) or _DIFF.search(text):
+        return True
+    return code_line_count(text) >= 3
+
+
+def code_line_count(text: str) -> int:
+    """Number of lines that look like source code."""
+    return sum(1 for _ in _CODE_LINE.finditer(text))
+
+
+def code_line_ratio(text: str) -> float:
+    """Share of non-blank lines that look like source code."""
+    lines = sum(1 for ln in text.splitlines() if ln.strip())
+    return code_line_count(text) / lines if lines else 0.0
+
+
+# --- errors and test results -----------------------------------------------------------------
+
+_ERROR = re.compile(
+    r"Traceback \(most recent call last\)|^\s*(?:\w+\.)*\w*(?:Error|Exception):|\bFAILED\b|^FAIL\b|"
+    r"^--- FAIL|\bpanic: |^fatal: |^(?i:error)(?:\[\w+\])?: |\bERR!|command not found|"
+    r"No such file or directory|(?i:exit (?:code|status)) [1-9]\d*|\bexited with (?:code )?[1-9]|"
+    r"\b[1-9]\d* (?:failed|errors?)\b|\bcompilation failed|Permission denied|cannot find (?:module|package)|"
+    r"^\S+:\d+:\d+: (?i:error)|undefined: \w|"
+    r"The user doesn't want to proceed|tool use was rejected|<tool_use_error>|String to replace not found",
+    re.M,
+)
+_EXIT_NONZERO = re.compile(
+    r"(?:Exit code|exit code|exit status|Process exited with code) ([1-9]\d*)"
+)
+_TEST_PASS = re.compile(
+    r"\b\d+ passed\b|^ok\s+\S|^PASS\b|\ball (?:\d+ )?tests? pass|\b0 (?:issues|errors|failures)\b|"
+    r"\bTests?:\s+\d+ passed|✓",
+    _IM,
+)
+
+
+def has_error_signal(text: str) -> bool:
+    """A traceback, failing test, non-zero exit, compiler error or rejected tool call."""
+    return _ERROR.search(text) is not None
+
+
+def exit_code(text: str) -> int | None:
+    """The non-zero exit code a tool result reports, if any."""
+    m = _EXIT_NONZERO.search(text)
+    return int(m.group(1)) if m else None
+
+
+def has_test_pass(text: str) -> bool:
+    """A passing test or lint run summary."""
+    return _TEST_PASS.search(text) is not None
+
+
+# --- paths, urls, identifiers ----------------------------------------------------------------
+
+_PATH = re.compile(
+    r"(?<![\w/.-])(?:[A-Za-z]:\\|\.{0,2}/)?(?:[\w.-]+[/\\])+[\w.-]+|"
+    r"(?<![\w/.-])[\w-]+\.(?:py|go|ts|tsx|js|jsx|rs|java|kt|rb|c|h|cpp|cs|md|json|ya?ml|toml|sh|ps1|sql|html|css|txt|cfg|ini|lock)\b"
+)
+_URL = re.compile(r"https?://\S+")
+_FUNC = re.compile(r"\b([A-Za-z_][\w.]*[A-Za-z_0-9])\(\)?")
+_BACKTICK = re.compile(r"`([^`\s]{3,80})`")
+_TICKET = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b|(?<![\w&])#\d{2,6}\b")
+_CAMEL = re.compile(
+    r"\b[a-z]+(?:[A-Z][a-z0-9]+)+\b|\b(?:[A-Z][a-z0-9]+){2,}\b|\b[a-z]+(?:_[a-z0-9]+){1,}\b"
+)
+# Words that look like identifiers but say nothing about the task.
+_STOP_IDS = frozenset({"e.g", "i.e", "etc", "print", "len", "str", "int", "list", "dict", "self"})
+
+
+def has_path(text: str) -> bool:
+    """A file path (with a directory part or a known source extension)."""
+    return _PATH.search(text) is not None
+
+
+def has_url(text: str) -> bool:
+    return _URL.search(text) is not None
+
+
+def extract_identifiers(text: str) -> set[str]:
+    """Paths (and their file names), function names, backticked names, ticket ids, compound identifiers."""
+    ids: set[str] = set()
+    for m in _PATH.finditer(text):
+        p = m.group(0).replace("\\", "/").rstrip(".")
+        ids.add(p)
+        ids.add(p.rsplit("/", 1)[-1])
+    for rx in (_FUNC, _BACKTICK):
+        ids.update(m.group(1).strip("().") for m in rx.finditer(text))
+    ids.update(m.group(0) for m in _TICKET.finditer(text))
+    ids.update(m.group(0) for m in _CAMEL.finditer(text))
+    return {i for i in ids if len(i) >= 4 and i.lower() not in _STOP_IDS}
+
+
+# --- what a message asks, limits, decides, explains ------------------------------------------
+
+_REQUIREMENT = re.compile(
+    r"\b(?:add|implement|fix|create|make|build|write|update|change|remove|delete|rename|refactor|"
+    r"support|migrate|investigate|review|need(?:s|ed)? to|should|want|please|can you|could you|"
+    r"would you|let's|how (?:do|does|can|should)|why (?:is|does|do)|what (?:is|does))\b",
+    _I,
+)
+_CONSTRAINT = re.compile(
+    r"\b(?:don'?t|do not|must(?:n'?t| not)?|never|only|keep|without|avoid|no more than|at most|"
+    r"at least|not allowed|forbidden|make sure|ensure|always|backward[s]?[- ]compatible|"
+    r"stick to|limit(?:ed)? to|shouldn'?t|can'?t use|required|python 3\.\d+|node \d+)\b",
+    _I,
+)
+_DECISION = re.compile(
+    r"\b(?:root cause|the (?:real )?(?:issue|problem|bug|culprit|cause) (?:is|was)|the fix (?:is|was)|"
+    r"turns out|i'?ll go with|we'?ll go with|going with|decided|decision|instead of|rather than|"
+    r"the (?:best|right|simplest|cleanest) (?:approach|fix|option|way)|i'?ll use|let'?s use|"
+    r"won'?t work|doesn'?t work because|ruled out|not the (?:cause|issue|problem)|that'?s why|"
+    r"this (?:means|explains)|found (?:it|the (?:issue|problem|bug|cause))|the plan|plan:|"
+    r"approach:|conclusion|so the (?:issue|problem|fix)|caused by|because)\b|, not (?:the|a|an) \w",
+    _I,
+)
+_ARCHITECTURE = re.compile(
+    r"\b(?:handles?|is responsible for|responsible for|module|component|flows? (?:into|to|through)|"
+    r"data flow|entry ?point|delegates? to|calls? (?:into|the)|wires?|layer|interface|architecture|"
+    r"pipeline|registry|dispatch(?:es)?|is (?:defined|implemented) in|lives in|owns|"
+    r"consists of|is composed of|sits (?:between|on top of))\b|\w\s+(?:->|→)\s+\w",
+    _I,
+)
+_WEIGHING = re.compile(
+    r"\b(?:option [a-c1-3]|alternatively|on the other hand|either .{1,60} or|could (?:also|either)|"
+    r"trade-?off|pros and cons|maybe|might|perhaps|not sure|whether)\b",
+    _I,
+)
+_QUESTION = re.compile(r"\?\s*$|\?\s*\n", re.M)
+
+
+def has_requirement_words(text: str) -> bool:
+    """Imperatives and asks: add, fix, implement, can you, should, want, how do..."""
+    return _REQUIREMENT.search(text) is not None
+
+
+def has_constraint_words(text: str) -> bool:
+    """Limits on how: don't, must, never, only, keep, avoid, backward compatible, versions."""
+    return _CONSTRAINT.search(text) is not None
+
+
+def has_decision_words(text: str) -> bool:
+    """Conclusions and choices: root cause, the issue is, I'll go with, instead of, turns out."""
+    return _DECISION.search(text) is not None
+
+
+def has_architecture_words(text: str) -> bool:
+    """Structure: X handles Y, module, component, flows into, entry point, A -> B."""
+    return _ARCHITECTURE.search(text) is not None
+
+
+def has_weighing_words(text: str) -> bool:
+    """Deliberation without a choice: alternatively, either/or, maybe, trade-off, whether."""
+    return _WEIGHING.search(text) is not None
+
+
+def is_question(text: str) -> bool:
+    return _QUESTION.search(text) is not None
+
+
+# --- short turns: acknowledgments, announcements, bare completions ---------------------------
+
+_ACK = re.compile(
+    r"^\W*(?:ok(?:ay)?|k|got it|thanks?(?: you)?|thx|ty|sure|continue|go on|go ahead|proceed|"
+    r"yes|yep|yeah|yup|y|no|nope|correct|right|exactly|great|perfect|nice|cool|good|awesome|"
+    r"sounds good|looks good|lgtm|do it|please do|ship it|approved?|understood|agreed|fine|"
+    r"that works|works|👍|✅|🙏)"
+    r"(?:[\s,.!]+(?:ok(?:ay)?|thanks?(?: you)?|go ahead|please|do it|continue|proceed|sure|"
+    r"yes|great|perfect|good|that works|let's do it|sounds good|lgtm))*\W*$",
+    _I,
+)
+_ANNOUNCE = re.compile(
+    r"^\s*(?:(?:now|next|first|ok(?:ay)?|good|great|perfect|alright)[,.!]?\s+)?"
+    r"(?:let me|let's|i'?ll|i will|i'?m going to|i need to|now (?:i'?ll|let me|let's|update|add|run|fix|check)|"
+    r"going to|checking|looking at|reading|running|searching)\b",
+    _I,
+)
+_DONE = re.compile(
+    r"^\W*(?:done|all done|fixed|finished|complete[d]?|all set|committed|pushed|updated|"
+    r"all (?:tests )?pass(?:ing)?|all green|all clean|looks good|compiles(?: clean)?)\W*$",
+    _I,
+)
+_GREETING = re.compile(
+    r"^\W*(?:hi|hello|hey|good (?:morning|afternoon|evening))(?: there)?\W*$", _I
+)
+
+
+def is_acknowledgment(text: str) -> bool:
+    """A short 'ok', 'got it', 'thanks', 'sure', 'yes, go ahead', 'continue'."""
+    return len(text) <= 80 and _ACK.match(text.strip()) is not None
+
+
+def is_announcement(text: str) -> bool:
+    """Starts like a next-step note: 'Let me check...', 'Now I'll...', 'Running the tests'."""
+    return _ANNOUNCE.match(text) is not None
+
+
+def is_bare_done(text: str) -> bool:
+    """'Done.', 'Fixed!', 'All green.' and nothing else."""
+    return len(text) <= 40 and _DONE.match(text.strip()) is not None
+
+
+def is_greeting(text: str) -> bool:
+    return len(text) <= 40 and _GREETING.match(text.strip()) is not None
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+# --- boilerplate and wrappers ----------------------------------------------------------------
+
+_BOILERPLATE = re.compile(
+    r"^\s*(?:<system-reminder>|<local-command-caveat>|<local-command-stdout>|<local-command-stderr>|"
+    r"<bash-stdout>|<bash-stderr>|<user-prompt-submit-hook>|<environment_context>|<user_instructions>|"
+    r"<permissions instructions>|\[Request interrupted by user[^\]]*\]|Caveat: The messages below|"
+    r"# AGENTS\.md instructions|<INSTRUCTIONS>)",
+    _I,
+)
+_PLACEHOLDER = re.compile(
+    r"^\s*(?:\(no (?:content|output)\)|no output|\[no output\]|\(empty\)|null|none|\{\}|\[\]|"
+    r"tool ran without output|<system>tool ran without output</system>)?\s*$",
+    _I,
+)
+_COMMAND_NAME = re.compile(r"<command-name>\s*/?([^<\s]+)\s*</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+_SLASH = re.compile(r"^\s*/([a-z][\w:-]*)(?:\s+(.*))?$", re.S | re.I)
+_BASH_INPUT = re.compile(r"^\s*<bash-input>", re.I)
+_TASK_NOTIFICATION = re.compile(r"^\s*<task-notification>", re.I)
+_COMPACT_SUMMARY = re.compile(
+    r"^\s*This session is being continued from a previous conversation|<summary>|^\s*Summary of the conversation so far",
+    _I,
+)
+_COMPACT_REQUEST = re.compile(
+    r"Your task is to create a detailed summary of the conversation|"
+    r"summari[sz]e the conversation so far|create a handoff summary|CONTEXT CHECKPOINT COMPACTION",
+    _I,
+)
+_SKILL_EXPANSION = re.compile(r"^\s*(?:Base directory for this skill:|<command-message>)", _I)
+
+# Housekeeping commands: they manage the client, not the work (TAXONOMY boundary rules).
+HOUSEKEEPING_COMMANDS = frozenset(
+    {
+        "clear", "compact", "model", "cost", "ide", "help", "config", "login", "logout", "status",
+        "resume", "exit", "quit", "memory", "permissions", "doctor", "vim", "terminal-setup",
+        "context", "usage", "hooks", "mcp", "agents", "theme", "bug", "export", "rewind",
+        "statusline", "add-dir", "release-notes", "upgrade", "privacy-settings", "fast",
+    }
+)  # fmt: skip
+
+
+def is_boilerplate_marker(text: str) -> bool:
+    """System reminders, local-command caveats and output, interrupted-request markers, injected instructions."""
+    return _BOILERPLATE.match(text) is not None
+
+
+def is_placeholder(text: str) -> bool:
+    """Empty, whitespace or a placeholder such as '(no content)' / 'Tool ran without output'."""
+    return len(text) <= 60 and _PLACEHOLDER.match(text) is not None
+
+
+def slash_command(text: str) -> tuple[str, str] | None:
+    """`(name, args)` of a slash command, wrapped (`<command-name>`) or typed (`/review 12`)."""
+    m = _COMMAND_NAME.search(text)
+    if m:
+        a = _COMMAND_ARGS.search(text)
+        return m.group(1).lower(), (a.group(1).strip() if a else "")
+    m = _SLASH.match(text)
+    if m and "/" not in m.group(1) and len(text) < 2000:
+        return m.group(1).lower(), (m.group(2) or "").strip()
+    return None
+
+
+def is_housekeeping_command(name: str) -> bool:
+    return name.lower().lstrip("/") in HOUSEKEEPING_COMMANDS
+
+
+def is_bash_input(text: str) -> bool:
+    """A `<bash-input>` echo of a shell command the user ran inside the client."""
+    return _BASH_INPUT.match(text) is not None
+
+
+def is_task_notification(text: str) -> bool:
+    """A background task's completion notice."""
+    return _TASK_NOTIFICATION.match(text) is not None
+
+
+def is_compact_summary(text: str) -> bool:
+    """A context summary injected after a compaction (carries the task forward)."""
+    return _COMPACT_SUMMARY.search(text[:500]) is not None
+
+
+def is_compact_request(text: str) -> bool:
+    """The instruction that asks a model to write a compaction summary."""
+    return _COMPACT_REQUEST.search(text[:4000]) is not None
+
+
+def is_skill_expansion(text: str) -> bool:
+    """The instruction text a slash command or skill expands into."""
+    return _SKILL_EXPANSION.match(text) is not None
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+_TOOL_CLASSES: dict[str, frozenset[str]] = {
+    "read": frozenset({"read", "read_file", "view", "open", "cat", "notebookread", "read_many_files", "goto", "scroll_down", "scroll_up"}),
+    "search": frozenset({"grep", "glob", "ls", "list_directory", "search_file_content", "find_file", "search_dir", "search_file", "rg", "find", "codebase_search", "file_search", "list_files"}),
+    "edit": frozenset({"edit", "write", "multiedit", "write_file", "replace", "create", "str_replace_editor", "str_replace", "apply_patch", "notebookedit", "insert", "edit_file", "create_file"}),
+    "plan": frozenset({"todowrite", "update_plan", "taskcreate", "exitplanmode", "write_todos", "todo_write", "think"}),
+    "shell": frozenset({"bash", "powershell", "exec_command", "shell", "run_shell_command", "execute_bash", "run", "run_ipython", "local_shell", "write_stdin", "read_bash", "stop_bash", "bashoutput", "killshell", "taskoutput"}),
+    "web": frozenset({"webfetch", "websearch", "web_fetch", "google_web_search", "fetch", "browser"}),
+    "task": frozenset({"task", "agent", "skill", "taskupdate", "tasklist", "toolsearch", "report_intent"}),
+    "ask": frozenset({"askuserquestion", "ask_user", "request_user_input"}),
+    "finish": frozenset({"submit", "finish", "attempt_completion"}),
+}  # fmt: skip
+_TOOL_CLASS = {name: cls for cls, names in _TOOL_CLASSES.items() for name in names}
+
+
+def tool_class(tool_name: str | None) -> str | None:
+    """What a tool does: read, search, edit, plan, shell, web, task, ask, finish (None if unknown)."""
+    if not tool_name:
+        return None
+    name = tool_name.lower()
+    if name.startswith("mcp__"):
+        name = name.rsplit("__", 1)[-1]
+    return _TOOL_CLASS.get(name)
+
+
+_SHELL_WRITE = re.compile(
+    r"apply_patch|\*\*\* Begin Patch|<<\s*['\"]?EOF|\bsed -i|\btee\b|(?<![<>2&])>(?!&)\s*[\w./~-]+\.\w+|"
+    r"Set-Content|Out-File|Add-Content|\bpatch -p",
+    _I,
+)
+_SHELL_READ = re.compile(
+    r"^\W*(?:cd \S+\s*&&\s*)?(?:ls|cat|head|tail|less|grep|rg|ag|find|fd|tree|wc|pwd|stat|file|which|"
+    r"sed -n|awk|nl|git (?:status|log|diff|show|branch|blame|grep|ls-files|remote|rev-parse)|gh (?:pr|issue) view|"
+    r"Get-Content|Get-ChildItem|Select-String|type|dir|echo)\b",
+    _I,
+)
+_SHELL_TEST = re.compile(
+    r"\b(?:pytest|tox|nox|go test|go build|go vet|cargo (?:test|build|check|clippy)|npm (?:run )?(?:test|build|lint)|"
+    r"pnpm|yarn (?:test|build)|bun test|jest|vitest|mocha|make (?:test|check|lint)|mise run|ruff|mypy|eslint|"
+    r"tsc|golangci-lint|unittest|rspec|gradle|mvn)\b",
+    _I,
+)
+
+
+def shell_command_kind(command: str) -> str:
+    """'write' (edits files), 'read' (only looks), 'test' (build/test/lint) or 'other'."""
+    if _SHELL_WRITE.search(command):
+        return "write"
+    if _SHELL_TEST.search(command):
+        return "test"
+    if _SHELL_READ.match(command):
+        return "read"
+    return "other"
+
+
+# Boolean cues over a text, in a fixed order: the classifier's hand features.
+CUE_FUNCTIONS: dict[str, Callable[[str], bool]] = {
+    "has_code": has_code,
+    "has_error_signal": has_error_signal,
+    "has_test_pass": has_test_pass,
+    "has_path": has_path,
+    "has_url": has_url,
+    "has_requirement_words": has_requirement_words,
+    "has_constraint_words": has_constraint_words,
+    "has_decision_words": has_decision_words,
+    "has_architecture_words": has_architecture_words,
+    "has_weighing_words": has_weighing_words,
+    "is_question": is_question,
+    "is_acknowledgment": is_acknowledgment,
+    "is_announcement": is_announcement,
+    "is_bare_done": is_bare_done,
+    "is_greeting": is_greeting,
+    "is_boilerplate_marker": is_boilerplate_marker,
+    "is_placeholder": is_placeholder,
+    "is_bash_input": is_bash_input,
+    "is_task_notification": is_task_notification,
+    "is_compact_summary": is_compact_summary,
+    "is_compact_request": is_compact_request,
+    "is_skill_expansion": is_skill_expansion,
+}
+
+
+def cue_vector(text: str) -> list[bool]:
+    """All boolean cues of a text, in `CUE_FUNCTIONS` order."""
+    return [f(text) for f in CUE_FUNCTIONS.values()]
