@@ -1,3 +1,271 @@
-"""Placeholder until this reader lands."""
+"""OpenHands event streams and evaluation `output.jsonl`.
 
-READER = None
+Events look like `{id, timestamp, source, action | observation, args | extras, content, cause,
+tool_call_metadata}`. They come as a JSON list (one session), JSON Lines of events (one
+session), one event per file under `<session>/events/` (one session per folder), or an
+evaluation / resolver `output.jsonl` where every line is an instance with its own `history`
+(one session per line; older runs store the events flattened, without `source` or `cause`).
+
+Mapping: tool actions (`run`, `edit`, `read`, `browse`, ...) become tool calls, their `thought`
+the assistant text before them; observations become tool results, linked through `cause`, the
+tool call id, or (flattened events) the action just before; `message` is user or assistant
+text, `system` the system prompt, `think` a thinking block, `finish` assistant text.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from winnow.data.readers.base import (
+    ReadReport,
+    SessionBuilder,
+    iter_json_lines,
+    load_json,
+    read_head,
+    to_text,
+)
+from winnow.data.schema import Unit
+
+_EVENT = re.compile(r'"(action|observation)"\s*:\s*"[a-z_]+"')
+_SOURCE = re.compile(r'"source"\s*:\s*"(agent|user|environment)"')
+_HISTORY = re.compile(r'"history"\s*:\s*\[\s*\{')
+
+# Actions and observations that carry no conversation content.
+_SILENT_ACTIONS = {"recall", "change_agent_state", "null", "condensation", "condensation_request"}
+_SILENT_OBSERVATIONS = {"agent_state_changed", "null", "recall", "condense"}
+_ERRORS = {"error", "user_rejected"}
+# Bookkeeping fields of action args that are not the tool's input.
+_NOT_INPUT = {
+    "thought",
+    "impl_source",
+    "translated_ipython_code",
+    "is_confirmed",
+    "confirmation_state",
+    "security_risk",
+    "action_risk",
+    "keep_prompt",
+    "hidden",
+    "blocking",
+    "is_input",
+    "is_static",
+    "kernel_init_code",
+    "action",
+}
+
+
+class OpenHandsReader:
+    """Reads OpenHands event streams (list, JSONL, per-event files) and evaluation output.jsonl."""
+
+    name = "openhands"
+
+    def sniff(self, head: str) -> bool:
+        start = head.lstrip()[:1]
+        if start not in ("[", "{") or not _EVENT.search(head):
+            return False
+        return bool(_SOURCE.search(head) or _HISTORY.search(head))
+
+    def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
+        path = Path(path)
+        head = read_head(path).lstrip()
+        if head.startswith("[") or head.startswith("{\n") or head.startswith("{\r\n"):
+            data = load_json(path, report)
+            if isinstance(data, list):
+                yield from _session(path.stem, data, path, report)
+            elif isinstance(data, dict) and isinstance(data.get("history"), list):
+                yield from _session(_instance_id(data, path.stem), data["history"], path, report)
+            elif isinstance(data, dict):
+                yield from self._event_file(path, data, report)
+            elif data is not None:
+                report.problem(
+                    path, 1, f"expected a list of events, got {type(data).__name__}, file skipped"
+                )
+            return
+        events: list[dict] = []
+        seen: set[str] = set()
+        for lineno, obj in iter_json_lines(path, report):
+            if not isinstance(obj, dict):
+                report.problem(
+                    path, lineno, f"expected an object, got {type(obj).__name__}, line skipped"
+                )
+            elif isinstance(obj.get("history"), list):
+                sid = _instance_id(obj, f"{path.stem}-{lineno}")
+                sid = sid if sid not in seen else f"{sid}-{lineno}"
+                seen.add(sid)
+                yield from _session(sid, obj["history"], path, report, lineno)
+            else:
+                events.append(obj)
+        if events:
+            yield from _session(path.stem, events, path, report)
+
+    def _event_file(self, path: Path, event: dict, report: ReadReport) -> Iterator[Unit]:
+        """One event per file (`sessions/<id>/events/<n>.json`): the first file reads them all."""
+        siblings = sorted(
+            (p for p in path.parent.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)
+        )
+        if path.stem.isdigit() and siblings and siblings[0] != path:
+            report.skip("openhands event file (read with its session's first event)")
+            return
+        if not path.stem.isdigit():
+            yield from _session(path.stem, [event], path, report)
+            return
+        events = []
+        for p in siblings:
+            obj = event if p == path else load_json(p, report)
+            if isinstance(obj, dict):
+                events.append(obj)
+            elif obj is not None:
+                report.problem(
+                    p, 1, f"expected an event object, got {type(obj).__name__}, file skipped"
+                )
+        sid = path.parent.parent.name if path.parent.name == "events" else path.parent.name
+        yield from _session(sid, events, path, report)
+
+
+def _instance_id(record: dict, default: str) -> str:
+    if isinstance(record.get("instance_id"), str | int):
+        return str(record["instance_id"])
+    issue = record.get("issue")
+    if isinstance(issue, dict) and issue.get("number") is not None:
+        return f"{issue.get('owner', '')}/{issue.get('repo', '')}#{issue['number']}"
+    return default
+
+
+def _session(
+    session_id: str, events: Iterable[Any], path: Path, report: ReadReport, line: int | None = None
+) -> Iterator[Unit]:
+    s = SessionBuilder(session_id)
+    calls: dict[Any, tuple[str, str]] = {}  # event id or tool call id -> (call_id, tool_name)
+    pending: list[tuple[str, str]] = []  # calls still waiting for their observation
+    thoughts: set[tuple[Any, str]] = set()  # (model response, thought) already emitted
+    for n, e in enumerate(events):
+        if not isinstance(e, dict):
+            where = f"history[{n}]" if line is not None else f"event {n}"
+            report.problem(
+                path, line, f"{where} is {type(e).__name__}, expected an object, skipped"
+            )
+            continue
+        ts = e.get("timestamp") if isinstance(e.get("timestamp"), str) else None
+        action, obs = e.get("action"), e.get("observation")
+        # Older runs flatten `args` / `extras` into the event itself.
+        args = e["args"] if isinstance(e.get("args"), dict) else e
+        meta = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), dict) else {}
+        if isinstance(action, str):
+            yield from _action(s, e, action, args, meta, ts, calls, pending, thoughts, report)
+        elif isinstance(obs, str):
+            yield from _observation(s, e, obs, meta, ts, calls, pending, report)
+        else:
+            report.skip("openhands event without action or observation")
+
+
+def _action(s, e, action, args, meta, ts, calls, pending, thoughts, report) -> Iterator[Unit]:
+    source = e.get("source")
+    thought = args.get("thought") if isinstance(args.get("thought"), str) else ""
+    if action in _SILENT_ACTIONS:
+        report.skip(f"openhands {action} action")
+    elif action == "message":
+        text = to_text(args.get("content") or e.get("message"))
+        role = "assistant" if source == "agent" else "user"
+        yield s.unit(role, "text", text, timestamp=ts)
+    elif action == "system":
+        yield s.unit(
+            "system", "text", to_text(args.get("content") or e.get("message")), timestamp=ts
+        )
+    elif action == "think":
+        yield s.unit("assistant", "thinking", thought, timestamp=ts)
+        if meta.get("tool_call_id"):
+            calls[meta["tool_call_id"]] = ("", "think")  # its "thought logged" echo is dropped
+        if e.get("id") is not None:
+            calls[e["id"]] = ("", "think")
+    elif action == "finish":
+        text = (
+            args.get("final_thought") or thought or e.get("message") or to_text(args.get("outputs"))
+        )
+        yield s.unit("assistant", "text", to_text(text), timestamp=ts)
+    else:
+        response = (meta.get("model_response") or {}).get("id")
+        if thought.strip() and (response, thought) not in thoughts:
+            thoughts.add((response, thought))
+            yield s.unit("assistant", "text", thought.strip(), timestamp=ts)
+        name = meta.get("function_name") or action
+        call_id = meta.get("tool_call_id") or f"{s.session_id}:call:{e.get('id', s.index)}"
+        calls[call_id] = calls[e.get("id", call_id)] = (call_id, name)
+        pending.append((call_id, name))
+        yield s.unit(
+            "assistant",
+            "tool_call",
+            _tool_input(args, meta),
+            tool_name=name,
+            call_id=call_id,
+            timestamp=ts,
+        )
+
+
+def _observation(s, e, obs, meta, ts, calls, pending, report) -> Iterator[Unit]:
+    link = calls.get(e.get("cause")) or calls.get(meta.get("tool_call_id"))
+    if link is None and "source" not in e and pending:
+        link = pending[0]  # flattened events: an observation answers the action before it
+    if link and link[1] == "think" and not link[0]:
+        report.skip("openhands think echo")
+        return
+    if obs in _SILENT_OBSERVATIONS:
+        report.skip(f"openhands {obs} observation")
+        return
+    text = to_text(e.get("content") if e.get("content") is not None else e.get("message"))
+    if link is None or link not in pending:
+        if obs in _ERRORS:
+            # A rejected call OpenHands never ran (e.g. bad arguments); it is fed back as user text.
+            yield s.unit("user", "text", text, is_error=True, timestamp=ts)
+        else:
+            report.skip("openhands observation without its action")
+        return
+    pending.remove(link)
+    yield s.unit(
+        "tool",
+        "tool_result",
+        text,
+        tool_name=link[1],
+        call_id=link[0],
+        # The file editor reports failures only in its text ("ERROR:\nNo replacement was performed").
+        is_error=obs in _ERRORS or _exit_code(e) not in (None, 0) or text.startswith("ERROR:"),
+        timestamp=ts,
+    )
+
+
+def _exit_code(e: dict) -> int | None:
+    extras = e["extras"] if isinstance(e.get("extras"), dict) else e
+    meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+    code = meta.get("exit_code", extras.get("exit_code"))
+    return code if isinstance(code, int) else None
+
+
+def _tool_input(args: dict, meta: dict) -> str:
+    """The arguments the model sent, else the action's args without bookkeeping fields."""
+    message = ((meta.get("model_response") or {}).get("choices") or [{}])[0].get("message") or {}
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, str):
+        try:
+            tool_calls = ast.literal_eval(tool_calls)
+        except (ValueError, SyntaxError):
+            tool_calls = None
+    for call in tool_calls if isinstance(tool_calls, list) else []:
+        if isinstance(call, dict) and call.get("id") == meta.get("tool_call_id"):
+            arguments = (call.get("function") or {}).get("arguments")
+            try:
+                return (
+                    to_text(json.loads(arguments))
+                    if isinstance(arguments, str)
+                    else to_text(arguments)
+                )
+            except ValueError:
+                return arguments
+    return to_text(
+        {k: v for k, v in args.items() if k not in _NOT_INPUT and v not in (None, "", [], {})}
+    )
+
+
+READER = OpenHandsReader()
