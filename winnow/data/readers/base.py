@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -108,7 +109,9 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                report.problem(path, lineno, f"invalid UTF-8 at byte {e.start}, decoded with replacement")
+                report.problem(
+                    path, lineno, f"invalid UTF-8 at byte {e.start}, decoded with replacement"
+                )
                 line = raw.decode("utf-8", errors="replace")
             line = line.strip()
             if not line:
@@ -119,12 +122,84 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
                     obj, end = decoder.raw_decode(line, pos)
                 except json.JSONDecodeError as e:
                     what = "truncated JSON" if e.pos >= len(line) - 1 else "invalid JSON"
-                    report.problem(path, lineno, f"{what} ({e.msg} at column {e.colno}), line skipped")
+                    report.problem(
+                        path, lineno, f"{what} ({e.msg} at column {e.colno}), line skipped"
+                    )
                     break
                 yield lineno, obj
                 pos = end
                 while pos < len(line) and line[pos] in " \t\r":
                     pos += 1
+
+
+class BadRecord(ValueError):
+    """A record whose fields have the wrong shape; the reader reports it and moves on."""
+
+
+def expect(obj: Any, key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+    """`obj[key]` when it has the expected type, else raise `BadRecord` with a readable reason."""
+    if not isinstance(obj, dict):
+        raise BadRecord(
+            f"wrong field type: `{where or 'record'}` is {_json_type(obj)}, expected object"
+        )
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        want = " or ".join(
+            _JSON_TYPES.get(k, k.__name__) for k in (kind if isinstance(kind, tuple) else (kind,))
+        )
+        got = "missing" if key not in obj else _json_type(value)
+        raise BadRecord(
+            f"wrong field type: `{where + '.' if where else ''}{key}` is {got}, expected {want}"
+        )
+    return value
+
+
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _json_type(value: Any) -> str:
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+@contextmanager
+def record_guard(report: ReadReport, path: str | Path, line: int | None) -> Iterator[None]:
+    """Turn a malformed record into one reported line instead of an exception.
+
+    Build a record's units inside the guard and yield them outside it, so a record is either
+    read whole or skipped whole.
+    """
+    try:
+        yield
+    except BadRecord as e:
+        report.problem(path, line, f"{e}, record skipped")
+    except (TypeError, AttributeError, KeyError, ValueError, IndexError) as e:
+        report.problem(
+            path, line, f"unexpected record shape ({type(e).__name__}: {e}), record skipped"
+        )
+
+
+def head_objects(head: str, limit: int = 50) -> Iterator[dict]:
+    """The JSON objects on the complete lines of a file's head (for sniffing JSON Lines)."""
+    decoder = json.JSONDecoder()
+    # A line cut by the end of the head cannot parse as a whole object, so it is just skipped.
+    for line in head.splitlines()[:limit]:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj, _ = decoder.raw_decode(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
 
 
 def load_json(path: Path, report: ReadReport) -> Any | None:
