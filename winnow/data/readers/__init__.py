@@ -1,14 +1,14 @@
 """Transcript readers: every supported format in, normalized `Unit`s out.
 
-    from winnow.data.readers import read_paths, ReadReport
-    report = ReadReport()
-    for unit in read_paths(["~/.claude/projects"], report):
-        ...
+from winnow.data.readers import read_paths, ReadReport
+report = ReadReport()
+for unit in read_paths(["~/.claude/projects"], report):
+    ...
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from winnow.data.readers import (
@@ -23,7 +23,7 @@ from winnow.data.readers import (
     openhands,
     swe_agent,
 )
-from winnow.data.readers.base import ReadReport, Reader, iter_files, read_head
+from winnow.data.readers.base import Reader, ReadReport, iter_files, read_head
 from winnow.data.schema import Unit
 
 # Sniffing order: the most specific formats first.
@@ -85,22 +85,31 @@ def read_file(
         yield unit
 
 
-def read_paths(paths: Iterable[str | Path], report: ReadReport | None = None) -> Iterator[Unit]:
+def read_paths(
+    paths: Iterable[str | Path],
+    report: ReadReport | None = None,
+    on_file: Callable[[Path], None] | None = None,
+) -> Iterator[Unit]:
     """Yield the units of every transcript under the given files and folders.
 
     Files named explicitly must be transcripts (else a problem is reported); files met while
     walking a folder that no reader claims (licenses, metadata) are counted as skipped.
+    `on_file` is called with each file as it is reached (for progress bars).
     """
     report = report if report is not None else ReadReport()
     for p in paths:
         p = Path(p).expanduser()
         if p.is_dir():
             for f in iter_files([p]):
+                if on_file:
+                    on_file(f)
                 if f.stat().st_size and detect_format(f) is None:
                     report.skip(f"not a transcript ({f.suffix or f.name})")
                     continue
                 yield from read_file(f, report)
         else:
+            if on_file:
+                on_file(p)
             yield from read_file(p, report)
 
 
