@@ -226,11 +226,19 @@ def read_head(path: Path) -> str:
         return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
 
 
+# Aider keeps its transcript in a dot-file; other dot-files (.DS_Store, ...) are not transcripts.
+HIDDEN_TRANSCRIPTS = frozenset({".aider.chat.history.md"})
+
+
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
     """Files under the given files and folders, recursively, in a stable order."""
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            yield from sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith("."))
+            yield from sorted(
+                q
+                for q in p.rglob("*")
+                if q.is_file() and (not q.name.startswith(".") or q.name in HIDDEN_TRANSCRIPTS)
+            )
         else:
             yield p
