@@ -1,0 +1,148 @@
+"""CLI commands of winnow.batch: `score`, `serve` and `bench` (heavy imports happen in `run`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _score_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or folders")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="scores.parquet",
+        help="per-unit Parquet (default: %(default)s); per-session totals go beside it as *.sessions.parquet",
+    )
+    p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
+    p.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local processes or Ray Data (default: %(default)s)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=0, help="worker processes / Ray actors (default: all cores)"
+    )
+    p.add_argument("--batch-size", type=int, default=256, help="units per classifier call")
+    p.add_argument(
+        "--ray-address", default=None, help="Ray cluster address (default: start a local Ray)"
+    )
+
+
+def _score(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from winnow.batch.score import BatchScorer, ScoreConfig, sessions_path
+
+    config = ScoreConfig(args.model, args.engine, args.workers, args.batch_size, args.ray_address)
+    err = Console(stderr=True)
+    progress = Progress(
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("files"),
+        TextColumn("{task.fields[units]:,} units"),
+        TimeElapsedColumn(),
+        console=err,
+    )
+    task = progress.add_task("score", total=None, units=0)
+
+    def on_file(fs) -> None:
+        progress.update(
+            task, advance=1, units=progress.tasks[task].fields["units"] + fs.table.num_rows
+        )
+        for line in fs.problems:
+            progress.console.print(
+                line, markup=False, highlight=False, style="yellow", soft_wrap=True
+            )
+
+    try:
+        with progress:
+            summary = BatchScorer(config).run(
+                args.paths,
+                args.output,
+                on_file=on_file,
+                on_start=lambda n: progress.update(task, total=n),
+            )
+    except ValueError as e:  # bad configuration, e.g. an unusable model directory
+        err.print(f"winnow score: {e}", markup=False)
+        return 2
+
+    table = Table(title=f"winnow score ({args.engine})", show_footer=True)
+    table.add_column("category", footer="total")
+    table.add_column("tokens", justify="right", footer=f"{summary.tokens:,}")
+    table.add_column("share", justify="right", footer="100%")
+    for cat, tok in summary.tokens_by_category.most_common():
+        table.add_row(cat, f"{tok:,}", f"{tok / summary.tokens:.1%}" if summary.tokens else "-")
+    out = Console()
+    out.print(table)
+    out.print(
+        f"{summary.files} files, {summary.sessions} sessions, {summary.units:,} units in "
+        f"{summary.seconds:.1f}s ({summary.units_per_s:,.0f} units/s); "
+        f"{len(summary.problems)} problems; wrote {args.output} and {sessions_path(args.output)}"
+    )
+    return 0 if summary.units or not summary.problems else 1
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host", default="127.0.0.1", help="bind address (default: %(default)s, loopback only)"
+    )
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
+    p.add_argument(
+        "--token",
+        default=None,
+        help="require `Authorization: Bearer TOKEN` (default: $WINNOW_TOKEN, else none)",
+    )
+    p.add_argument(
+        "--max-bytes", type=int, default=None, help="largest request body accepted (default: 8 MiB)"
+    )
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    import uvicorn
+
+    from winnow.batch.service import ServiceConfig, create_app
+
+    config = ServiceConfig(
+        model=args.model, token=args.token or os.environ.get("WINNOW_TOKEN"), threads=args.threads
+    )
+    if args.max_bytes:
+        config.max_bytes = args.max_bytes
+    try:
+        app = create_app(config)
+    except ValueError as e:
+        print(f"winnow serve: {e}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    from winnow.batch.bench import add_arguments
+
+    add_arguments(p)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from winnow.batch.bench import run
+
+    return run(args)
+
+
+COMMANDS = {
+    "score": (
+        "Classify every unit of transcripts into Parquet (local processes or Ray)",
+        _score_args,
+        _score,
+    ),
+    "serve": ("Serve classify/compress over HTTP (FastAPI)", _serve_args, _serve),
+    "bench": ("Print every performance figure beside its baseline", _bench_args, _bench),
+}

@@ -1,0 +1,288 @@
+"""Batch scoring: classify every unit of every transcript and write per-unit and per-session Parquet.
+
+    from winnow.batch.score import BatchScorer, ScoreConfig
+    summary = BatchScorer(ScoreConfig(engine="local")).run(["traces/"], "scores.parquet")
+
+Files are the unit of work: each worker holds one classifier and scores whole files, so a tool
+call and its result are always scored together and the output is the same for every engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from winnow.data.readers import ReadReport, detect_format, read_file
+from winnow.data.readers.base import iter_files
+from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES
+
+SCORE_COLUMNS = tuple(f"score_{c}" for c in CATEGORIES)
+UNIT_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("session_id", pa.string()),
+        ("index", pa.int64()),
+        ("role", pa.string()),
+        ("kind", pa.string()),
+        ("tool_name", pa.string()),
+        ("source", pa.string()),
+        ("format", pa.string()),
+        ("tokens", pa.int64()),
+        ("category", pa.string()),
+        *[(c, pa.float32()) for c in SCORE_COLUMNS],
+    ]
+)
+DROP_CATEGORIES = tuple(c for c, s in DEFAULT_STRATEGIES.items() if s.startswith("drop"))
+SUMMARIZE_CATEGORIES = tuple(c for c, s in DEFAULT_STRATEGIES.items() if s == "summarize")
+SESSION_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("source", pa.string()),
+        ("format", pa.string()),
+        ("units", pa.int64()),
+        ("tokens", pa.int64()),
+        *[(f"tokens_{c}", pa.int64()) for c in CATEGORIES],
+        ("droppable_share", pa.float64()),
+        ("summarizable_share", pa.float64()),
+    ]
+)
+
+
+@dataclass
+class ScoreConfig:
+    """How to run a scoring job."""
+
+    model: str | None = None  # model directory; None = the shipped default
+    engine: str = "local"  # "local" (processes on this machine) or "ray"
+    workers: int = 0  # 0 = all cores (local) / all CPUs of the Ray cluster
+    batch_size: int = 256  # units per classifier call
+    ray_address: str | None = None  # None = start a local Ray
+
+
+@dataclass
+class FileScores:
+    """The scored units of one file and what its reader had to say."""
+
+    path: str
+    table: pa.Table
+    problems: list[str] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class ScoreSummary:
+    """Totals of a scoring job."""
+
+    files: int = 0
+    units: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    sessions: int = 0
+    tokens_by_category: Counter = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+
+    @property
+    def units_per_s(self) -> float:
+        return self.units / self.seconds if self.seconds else 0.0
+
+
+def sessions_path(out: str | Path) -> Path:
+    """Where the per-session table of `out` goes: scores.parquet -> scores.sessions.parquet."""
+    out = Path(out)
+    return out.with_name(out.name.removesuffix(".parquet") + ".sessions.parquet")
+
+
+def list_transcripts(paths: Iterable[str | Path], report: ReadReport) -> list[Path]:
+    """Files to score, in a stable order. Same rule as `read_paths`: a file met while walking a
+    folder that no reader claims is counted as skipped; a file named explicitly is always tried."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p).expanduser()
+        if not p.is_dir():
+            out.append(p)
+            continue
+        for f in iter_files([p]):
+            if f.stat().st_size and detect_format(f) is None:
+                report.skip(f"not a transcript ({f.suffix or f.name})")
+            else:
+                out.append(f)
+    return out
+
+
+def token_counter() -> Callable[[str], int]:
+    from winnow.serving.tokens import default_token_counter
+
+    counter = default_token_counter()
+    return counter.count if hasattr(counter, "count") else counter
+
+
+def score_file(
+    path: str | Path, classifier: Any, count_tokens: Callable[[str], int], batch_size: int = 256
+) -> FileScores:
+    """Read and classify one transcript file; never raises (a failure becomes a problem line)."""
+    report = ReadReport()
+    try:
+        units = list(read_file(path, report))
+        preds = []
+        for i in range(0, len(units), batch_size):
+            preds.extend(classifier.predict(units[i : i + batch_size]))
+    except Exception as e:  # a reader or model bug must not stop a job over many files
+        report.problem(path, None, f"failed ({type(e).__name__}: {e}), skipped")
+        units, preds = [], []
+    cols: dict[str, list] = {name: [] for name in UNIT_SCHEMA.names}
+    for u, p in zip(units, preds, strict=True):
+        cols["id"].append(u.id)
+        cols["session_id"].append(u.session_id)
+        cols["index"].append(u.index)
+        cols["role"].append(u.role)
+        cols["kind"].append(u.kind)
+        cols["tool_name"].append(u.tool_name)
+        cols["source"].append(u.extra.get("source", str(path)))
+        cols["format"].append(u.extra.get("format"))
+        cols["tokens"].append(count_tokens(u.text))
+        cols["category"].append(p.category)
+        for c, name in zip(CATEGORIES, SCORE_COLUMNS, strict=True):
+            cols[name].append(float(p.scores.get(c, 0.0)))
+    table = pa.Table.from_pydict(cols, schema=UNIT_SCHEMA)
+    return FileScores(str(path), table, report.problems, report.skipped)
+
+
+class SessionTotals:
+    """Accumulates per-session token totals by category while files stream past."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, dict[str, Any]] = {}
+
+    def add(self, table: pa.Table) -> None:
+        cols = table.select(["session_id", "source", "format", "category", "tokens"]).to_pydict()
+        for sid, src, fmt, cat, tok in zip(*cols.values(), strict=True):
+            row = self._rows.get(sid)
+            if row is None:
+                row = self._rows[sid] = {"source": src, "format": fmt, "units": 0, "by": Counter()}
+            row["units"] += 1
+            row["by"][cat] += tok
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def tokens_by_category(self) -> Counter:
+        return sum((row["by"] for row in self._rows.values()), Counter())
+
+    def table(self) -> pa.Table:
+        cols: dict[str, list] = defaultdict(list)
+        for sid, row in self._rows.items():
+            by, total = row["by"], sum(row["by"].values())
+            cols["session_id"].append(sid)
+            for k in ("source", "format", "units"):
+                cols[k].append(row[k])
+            cols["tokens"].append(total)
+            for c in CATEGORIES:
+                cols[f"tokens_{c}"].append(by[c])
+            cols["droppable_share"].append(
+                sum(by[c] for c in DROP_CATEGORIES) / total if total else 0.0
+            )
+            cols["summarizable_share"].append(
+                sum(by[c] for c in SUMMARIZE_CATEGORIES) / total if total else 0.0
+            )
+        return pa.Table.from_pydict(
+            {n: cols[n] for n in SESSION_SCHEMA.names}, schema=SESSION_SCHEMA
+        )
+
+
+# --- local engine: one classifier per worker process ------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(model: str | None, batch_size: int) -> None:
+    from winnow.serving.classifier import ImportanceClassifier
+
+    _WORKER["clf"] = ImportanceClassifier.load(model, threads=1)
+    _WORKER["count"] = token_counter()
+    _WORKER["batch_size"] = batch_size
+
+
+def _score_in_worker(path: str) -> FileScores:
+    return score_file(path, _WORKER["clf"], _WORKER["count"], _WORKER["batch_size"])
+
+
+def _run_local(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScores]:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(config.workers or os.cpu_count() or 1, max(len(files), 1))
+    # spawn: the parent runs a progress thread, and forking a threaded process can deadlock.
+    with ProcessPoolExecutor(
+        workers,
+        mp_context=mp.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(config.model, config.batch_size),
+    ) as pool:
+        # map keeps input order, so the output is deterministic whatever finishes first.
+        yield from pool.map(_score_in_worker, [str(f) for f in files])
+
+
+class BatchScorer:
+    """Scores transcript files on local processes or Ray and writes two Parquet tables."""
+
+    def __init__(self, config: ScoreConfig | None = None):
+        self.config = config or ScoreConfig()
+
+    def iter_scores(self, files: Sequence[Path]) -> Iterator[FileScores]:
+        """Yield the scores of each file, in input order."""
+        if not files:
+            return iter(())
+        if self.config.engine == "local":
+            return _run_local(files, self.config)
+        if self.config.engine == "ray":
+            from winnow.batch.ray_engine import run_ray
+
+            return run_ray(files, self.config)
+        raise ValueError(f"unknown engine {self.config.engine!r} (expected 'local' or 'ray')")
+
+    def run(
+        self,
+        paths: Iterable[str | Path],
+        out: str | Path,
+        on_file: Callable[[FileScores], None] | None = None,
+        on_start: Callable[[int], None] | None = None,
+    ) -> ScoreSummary:
+        """Score every transcript under `paths` into `out` and its `.sessions.parquet` sibling.
+
+        `on_start(n_files)` and `on_file(scores)` let a caller show progress.
+        """
+        t0 = time.perf_counter()
+        report = ReadReport()
+        files = list_transcripts(paths, report)
+        summary = ScoreSummary(skipped=report.skipped)
+        if on_start:
+            on_start(len(files))
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        sessions = SessionTotals()
+        with pq.ParquetWriter(out, UNIT_SCHEMA) as writer:
+            for fs in self.iter_scores(files):
+                summary.problems.extend(fs.problems)
+                summary.skipped.update(fs.skipped)
+                if fs.table.num_rows:
+                    writer.write_table(fs.table)
+                    sessions.add(fs.table)
+                    summary.files += 1
+                    summary.units += fs.table.num_rows
+                if on_file:
+                    on_file(fs)
+        pq.write_table(sessions.table(), sessions_path(out))
+        summary.sessions = len(sessions)
+        summary.tokens_by_category = sessions.tokens_by_category()
+        summary.tokens = sum(summary.tokens_by_category.values())
+        summary.seconds = time.perf_counter() - t0
+        return summary
