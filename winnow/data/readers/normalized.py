@@ -1,3 +1,102 @@
-"""Placeholder until this reader lands."""
+"""winnow's own normalized JSON Lines (shared/SCHEMA.md), as written by `winnow.data.writers`.
 
-READER = None
+Records are read as they are: ids, indexes and extra fields (category, scores, source, ...)
+are kept exactly. A record with a field of the wrong type is reported and skipped, except an
+index written as a whole number in a string or float, which is read as that number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from winnow.data.readers.base import BadRecord, ReadReport, head_objects, iter_json_lines
+from winnow.data.schema import KINDS, ROLES, Unit
+
+_REQUIRED = ("session_id", "role", "kind", "text")
+# When the first record is longer than the sniffed head, its leading keys still show.
+_FIRST_KEYS = re.compile(r'^\s*\{\s*"id"\s*:\s*"[^"]*"\s*,\s*"session_id"\s*:')
+_OPTIONAL_STR = ("tool_name", "call_id", "timestamp")
+
+
+class NormalizedReader:
+    """Reads normalized unit JSONL: one SCHEMA.md record a line."""
+
+    name = "normalized"
+
+    def sniff(self, head: str) -> bool:
+        for obj in head_objects(head, limit=5):
+            return all(k in obj for k in _REQUIRED) and ("id" in obj or "index" in obj)
+        return bool(_FIRST_KEYS.match(head))
+
+    def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
+        counts: dict[str, int] = {}
+        for lineno, obj in iter_json_lines(path, report):
+            try:
+                unit = _unit(obj, counts)
+            except BadRecord as e:
+                report.problem(path, lineno, f"{e}, record skipped")
+                continue
+            counts[unit.session_id] = counts.get(unit.session_id, 0) + 1
+            yield unit
+
+
+def _unit(obj: Any, counts: dict[str, int]) -> Unit:
+    if not isinstance(obj, dict):
+        raise BadRecord(f"record is {_type(obj)}, expected an object")
+    missing = [k for k in _REQUIRED if k not in obj]
+    if missing:
+        raise BadRecord(f"missing field {', '.join(f'`{k}`' for k in missing)}")
+    for key in ("session_id", "text"):
+        if not isinstance(obj[key], str):
+            raise BadRecord(f"wrong field type: `{key}` is {_type(obj[key])}, expected string")
+    if obj["role"] not in ROLES:
+        raise BadRecord(f"unknown role {obj['role']!r} (expected one of {', '.join(ROLES)})")
+    if obj["kind"] not in KINDS:
+        raise BadRecord(f"unknown kind {obj['kind']!r} (expected one of {', '.join(KINDS)})")
+    for key in _OPTIONAL_STR:
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise BadRecord(
+                f"wrong field type: `{key}` is {_type(obj[key])}, expected string or null"
+            )
+    if obj.get("is_error") is not None and not isinstance(obj["is_error"], bool):
+        raise BadRecord(
+            f"wrong field type: `is_error` is {_type(obj['is_error'])}, expected boolean or null"
+        )
+    index = _index(obj.get("index"), counts.get(obj["session_id"], 0))
+    uid = obj.get("id", f"{obj['session_id']}:{index}")
+    if not isinstance(uid, str):
+        raise BadRecord(f"wrong field type: `id` is {_type(uid)}, expected string")
+    return Unit.from_dict(dict(obj, id=uid, index=index))
+
+
+def _index(value: Any, position: int) -> int:
+    """The record's index; a whole number in a string or float is unambiguous and accepted."""
+    if value is None:
+        return position
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    raise BadRecord(
+        f"wrong field type: `index` is {_type(value)} {value!r}, expected a whole number"
+    )
+
+
+def _type(value: Any) -> str:
+    names = {
+        dict: "object",
+        list: "array",
+        str: "string",
+        int: "number",
+        float: "number",
+        bool: "boolean",
+    }
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+READER = NormalizedReader()
