@@ -142,8 +142,8 @@ _DECISION = re.compile(
     r"turns out|i'?ll go with|we'?ll go with|going with|decided|decision|instead of|rather than|"
     r"the (?:best|right|simplest|cleanest) (?:approach|fix|option|way)|i'?ll use|let'?s use|"
     r"won'?t work|doesn'?t work because|ruled out|not the (?:cause|issue|problem)|that'?s why|"
-    r"this (?:means|explains)|found (?:it|the (?:issue|problem|bug|cause))|the plan|plan:|"
-    r"approach:|conclusion|so the (?:issue|problem|fix)|caused by|because)\b|, not (?:the|a|an) \w",
+    r"this (?:means|explains)|found (?:it|the (?:issue|problem|bug|cause))|i see the (?:issue|problem|bug)|the plan|plan:|"
+    r"approach:|conclusion|so the (?:issue|problem|fix)|caused by)\b|, not (?:the|a|an) \w",
     _I,
 )
 _ARCHITECTURE = re.compile(
@@ -204,7 +204,7 @@ _ACK = re.compile(
 _ANNOUNCE = re.compile(
     r"^\s*(?:(?:now|next|first|ok(?:ay)?|good|great|perfect|alright)[,.!]?\s+)?"
     r"(?:let me|let's|i'?ll|i will|i'?m going to|i need to|now (?:i'?ll|let me|let's|update|add|run|fix|check)|"
-    r"going to|checking|looking at|reading|running|searching)\b",
+    r"going to|moving on to|i should (?:check|look|read|run|verify|search|see)|checking|looking at|reading|running|searching)\b",
     _I,
 )
 _DONE = re.compile(
@@ -251,7 +251,7 @@ _BOILERPLATE = re.compile(
 )
 _PLACEHOLDER = re.compile(
     r"^\s*(?:\(no (?:content|output)\)|no output|\[no output\]|\(empty\)|null|none|\{\}|\[\]|"
-    r"tool ran without output|<system>tool ran without output</system>)?\s*$",
+    r"tool ran without output|<system>tool ran without output</system>|\(\w+ completed with no output\))?\s*$",
     _I,
 )
 _COMMAND_NAME = re.compile(r"<command-name>\s*/?([^<\s]+)\s*</command-name>")
@@ -288,7 +288,7 @@ def is_boilerplate_marker(text: str) -> bool:
 
 def is_placeholder(text: str) -> bool:
     """Empty, whitespace or a placeholder such as '(no content)' / 'Tool ran without output'."""
-    return len(text) <= 60 and _PLACEHOLDER.match(text) is not None
+    return len(text) <= 80 and _PLACEHOLDER.match(text) is not None
 
 
 def slash_command(text: str) -> tuple[str, str] | None:

@@ -1,0 +1,258 @@
+"""`winnow label` (heuristic labels + hand-label join) and `winnow dataset` (session split)."""
+
+from __future__ import annotations
+
+import argparse
+
+LABEL_COLUMNS = ("category", "label_source", "label_votes", "hand_label")
+
+
+def _add_label(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a Parquet file from `winnow extract`, or transcript files/folders",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default="labeled.parquet",
+        help="Parquet file to write (default: %(default)s)",
+    )
+    p.add_argument(
+        "--labels",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help='JSONL files of {"id", "category"} lines (hand or teacher labels); they override the '
+        "heuristic; where files disagree on an id the first file given wins",
+    )
+    p.add_argument(
+        "--report", action="store_true", help="score the heuristic labels against --labels"
+    )
+    p.add_argument(
+        "--show", type=int, default=0, metavar="N", help="print N random units per category"
+    )
+
+
+def _load(paths: list[str], console):
+    """(pyarrow table, units) from a Parquet file of units or from transcripts."""
+    import tempfile
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from winnow.data.extract import extract, load_units
+    from winnow.data.readers import ReadReport
+
+    if len(paths) == 1 and paths[0].endswith(".parquet"):
+        return pq.read_table(paths[0]), list(load_units(paths[0]))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "messages.parquet"
+        report = extract(paths, out, report=ReadReport())
+        for line in report.problems[:20]:
+            console.print(f"[yellow]{line}[/]", highlight=False)
+        if not report.files:
+            return None, []
+        return pq.read_table(out), list(load_units(out))
+
+
+def _run_label(args: argparse.Namespace) -> int:
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from rich.console import Console
+
+    from winnow.data.labeling import (
+        Labeler,
+        LFAnalysis,
+        apply_labels,
+        evaluate_labeler,
+        load_labels,
+    )
+
+    console, err = Console(), Console(stderr=True)
+    start = time.perf_counter()
+    with err.status("reading units"):
+        table, units = _load(args.paths, err)
+    if not units:
+        err.print("[bold red]winnow label:[/] no units read; nothing written")
+        return 1
+    with err.status(f"labelling {len(units):,} units"):
+        labeled = Labeler().label(units)
+    analysis = LFAnalysis.from_labeled(labeled)
+    heuristic = {lu.unit.id: lu.category for lu in labeled}
+
+    join = load_labels(args.labels, known_ids=set(heuristic)) if args.labels else None
+    if join is not None:
+        for line in join.problems + join.disagreements:
+            err.print(f"[yellow]{line}[/]", highlight=False)
+        n = apply_labels(labeled, join.labels)
+        console.print(f"joined {n:,} labels from {len(args.labels)} file(s)")
+
+    table = table.drop_columns([c for c in LABEL_COLUMNS if c in table.column_names])
+    for name, values, typ in (
+        ("category", [lu.category for lu in labeled], pa.string()),
+        ("label_source", [lu.label_source for lu in labeled], pa.string()),
+        ("label_votes", [len(lu.votes) for lu in labeled], pa.int32()),
+        ("hand_label", [lu.label_source == "hand" for lu in labeled], pa.bool_()),
+    ):
+        table = table.append_column(name, pa.array(values, typ))
+    pq.write_table(table, args.output, compression="zstd")
+
+    _print_analysis(console, analysis, labeled)
+    if args.report:
+        if join is None or not join.labels:
+            err.print("[yellow]--report needs --labels with matching ids; nothing to score[/]")
+        else:
+            _print_report(console, evaluate_labeler(heuristic, join.labels))
+    if args.show:
+        _print_samples(console, labeled, args.show)
+    console.print(
+        f"[bold green]wrote[/] {args.output}: {len(labeled):,} units, "
+        f"{len({lu.unit.session_id for lu in labeled}):,} sessions ({time.perf_counter() - start:.1f} s)"
+    )
+    return 0
+
+
+def _print_analysis(console, analysis, labeled) -> None:
+    from collections import Counter
+
+    from rich.table import Table
+
+    from winnow.data.labeling import LFS
+
+    tiers = {f.name: f.tier for f in LFS}
+    t = Table(title="labelling functions", header_style="bold", box=None)
+    for col in ("lf", "tier", "polarity", "coverage", "overlaps", "conflicts", "decided"):
+        t.add_column(
+            col, justify="left" if col in ("lf", "polarity") else "right", no_wrap=col == "lf"
+        )
+    for r in analysis.summary():
+        t.add_row(
+            r["lf"],
+            str(tiers.get(r["lf"], "")),
+            ", ".join(r["polarity"]),
+            *(f"{r[k]:.1%}" for k in ("coverage", "overlaps", "conflicts", "decided")),
+        )
+    console.print(t)
+    final = Counter(lu.category for lu in labeled)
+    hand = Counter(lu.category for lu in labeled if lu.label_source == "hand")
+    d = Table(title="label distribution", header_style="bold", box=None)
+    for col in ("category", "units", "share", "hand"):
+        d.add_column(col, justify="left" if col == "category" else "right")
+    from winnow.data.schema import CATEGORIES
+
+    for c in CATEGORIES:
+        d.add_row(c, f"{final[c]:,}", f"{final[c] / max(1, len(labeled)):.1%}", f"{hand[c]:,}")
+    console.print(d)
+
+
+def _print_report(console, rep) -> None:
+    from rich.table import Table
+
+    t = Table(
+        title=f"heuristic vs gold: {rep.n:,} units, accuracy {rep.accuracy:.1%}, macro F1 {rep.macro_f1:.3f}",
+        header_style="bold",
+        box=None,
+    )
+    for col in ("category", "precision", "recall", "f1", "support"):
+        t.add_column(col, justify="left" if col == "category" else "right")
+    for c, m in rep.per_category.items():
+        if m["support"] or m["precision"]:
+            t.add_row(
+                c,
+                f"{m['precision']:.2f}",
+                f"{m['recall']:.2f}",
+                f"{m['f1']:.2f}",
+                str(m["support"]),
+            )
+    console.print(t)
+
+
+def _print_samples(console, labeled, n: int) -> None:
+    import random
+
+    from rich.markup import escape
+
+    from winnow.data.schema import CATEGORIES
+
+    rng = random.Random(0)
+    for c in CATEGORIES:
+        xs = [lu for lu in labeled if lu.category == c]
+        if not xs:
+            continue
+        console.rule(f"{c} ({len(xs):,})")
+        for lu in rng.sample(xs, min(n, len(xs))):
+            u = lu.unit
+            head = " ".join(u.text.split())[:160]
+            console.print(
+                f"[dim]{lu.label_source} {u.role}/{u.kind}{'/' + u.tool_name if u.tool_name else ''}[/] {escape(head)}"
+            )
+
+
+def _add_dataset(p: argparse.ArgumentParser) -> None:
+    p.add_argument("labeled", help="a Parquet file from `winnow label`")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="dataset",
+        metavar="DIR",
+        help="folder to write (default: %(default)s)",
+    )
+    p.add_argument(
+        "--ratios",
+        type=float,
+        nargs=3,
+        default=(0.7, 0.1, 0.2),
+        metavar=("TRAIN", "VAL", "TEST"),
+        help="split ratios by session (default: 0.7 0.1 0.2)",
+    )
+    p.add_argument(
+        "--seed", default="winnow-v1", help="salt of the session hash (default: %(default)s)"
+    )
+
+
+def _run_dataset(args: argparse.Namespace) -> int:
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from winnow.data.dataset import SplitConfig, build_dataset
+
+    try:
+        config = SplitConfig(ratios=tuple(args.ratios), seed=args.seed)
+        info = build_dataset(args.labeled, args.output, config)
+    except ValueError as e:
+        print(f"winnow dataset: {e}", file=sys.stderr)
+        return 1
+    t = Table(title=f"data set in {args.output}", header_style="bold", box=None)
+    for col in ("split", "sessions", "units", "hand sessions", "hand units"):
+        t.add_column(col, justify="left" if col == "split" else "right")
+    for name, s in info["splits"].items():
+        t.add_row(
+            name,
+            f"{s['sessions']:,}",
+            f"{s['units']:,}",
+            f"{s['hand_labeled_sessions']:,}",
+            f"{s['hand_labeled_units']:,}",
+        )
+    Console().print(t)
+    return 0
+
+
+COMMANDS = {
+    "label": (
+        "label units by importance category (heuristic LFs, optional hand labels)",
+        _add_label,
+        _run_label,
+    ),
+    "dataset": (
+        "split labelled units into train/validation/test Parquet by session",
+        _add_dataset,
+        _run_dataset,
+    ),
+}
