@@ -9,6 +9,7 @@ one line naming file and line, and the good records around them are still read.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -41,7 +42,7 @@ class ReadReport:
     def problem(self, path: str | Path, line: int | None, message: str) -> None:
         """Record bad input as one line `file:line: message`."""
         where = f"{path}:{line}" if line is not None else str(path)
-        self.skipped[f"bad input: {message.split(':')[0]}"] += 1
+        self.skipped[f"bad input: {re.split(r'[:(,]', message)[0].strip()}"] += 1
         if len(self.problems) < self.max_problems:
             self.problems.append(f"{where}: {message}")
 
@@ -121,7 +122,9 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
                 try:
                     obj, end = decoder.raw_decode(line, pos)
                 except json.JSONDecodeError as e:
-                    what = "truncated JSON" if e.pos >= len(line) - 1 else "invalid JSON"
+                    # a last line without its newline was cut mid-write
+                    cut = e.pos >= len(line) - 1 or not raw.endswith(b"\n")
+                    what = "truncated JSON" if cut else "invalid JSON"
                     report.problem(
                         path, lineno, f"{what} ({e.msg} at column {e.colno}), line skipped"
                     )
