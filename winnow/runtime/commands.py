@@ -1,0 +1,200 @@
+"""`winnow economics` and `winnow budget`: the harness runtime's command line."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console()
+    # piped output (logs, CI, tests) gets room for a whole table instead of rich's 80 columns
+    return console if console.is_terminal else Console(width=120)
+
+
+def _err(command: str, message: str) -> int:
+    print(f"winnow {command}: {message}", file=sys.stderr)
+    return 1
+
+
+def _count(text: str, name: str) -> int:
+    """A positive token count from '250000', '250_000', '250,000' or '250k'; ValueError otherwise."""
+    t = text.strip().lower().replace(",", "").replace("_", "")
+    scale = 1000 if t.endswith("k") else 1
+    try:
+        value = float(t[:-1] if scale > 1 else t) * scale
+    except ValueError:
+        raise ValueError(f"{name} must be a number of tokens, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise ValueError(f"{name} must be a whole number of tokens >= 0, got {text!r}")
+    return int(value)
+
+
+# -- economics --------------------------------------------------------------------------------
+
+
+def _add_economics(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tokens", default="250000", help="session context in tokens (default: %(default)s)"
+    )
+    p.add_argument(
+        "--compacted", default="19000", help="context after compaction (default: %(default)s)"
+    )
+    p.add_argument("--summary", default="5000", help="summary output tokens (default: %(default)s)")
+    p.add_argument(
+        "--resume-probability", default=None, help="P(resume after the TTL), 0..1: adds EV columns"
+    )
+    p.add_argument("--profile", action="append", help="only these profiles (repeatable)")
+
+
+def _run_economics(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from winnow.runtime.economics import PROFILES, estimate
+
+    try:
+        tokens = _count(args.tokens, "--tokens")
+        compacted = _count(args.compacted, "--compacted")
+        summary = _count(args.summary, "--summary")
+        p = None if args.resume_probability is None else float(args.resume_probability)
+    except ValueError as e:
+        return _err(
+            "economics", str(e).replace("could not convert string to float", "bad probability")
+        )
+    if p is not None and not 0 <= p <= 1:
+        return _err(
+            "economics", f"--resume-probability must be in 0..1, got {args.resume_probability}"
+        )
+    if compacted >= tokens:
+        return _err("economics", f"--compacted ({compacted:,}) must be below --tokens ({tokens:,})")
+    names = args.profile or list(PROFILES)
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown:
+        return _err("economics", f"unknown profile {unknown[0]!r}; known: {', '.join(PROFILES)}")
+
+    table = Table(
+        title=f"Idle compaction of {tokens:,} tokens to {compacted:,} ({summary:,}-token summary)",
+        caption="token equivalents at the base input price; cost = read*T + output*S, "
+        "saving = write*(T - C), break-even = cost / saving",
+    )
+    for col in ("profile", "read/write/out", "TTL", "cost", "saving", "break-even p"):
+        table.add_column(col, justify="left" if col == "profile" else "right", no_wrap=True)
+    if p is not None:
+        table.add_column(f"EV @ p={p:g}", justify="right", no_wrap=True)
+        table.add_column("arm", justify="center", no_wrap=True)
+    for name in names:
+        prof = PROFILES[name]
+        est = estimate(tokens, compacted, summary, prof)
+        ttl = f"{prof.ttl_s // 3600} h" if prof.ttl_s >= 3600 else f"{prof.ttl_s // 60} min"
+        row = [
+            name,
+            f"{prof.read:g}/{prof.write:g}/{prof.output:g}x",
+            ttl,
+            f"{est.cost:,.0f}",
+            f"{est.saving:,.0f}",
+            f"{est.break_even:.1%}",
+        ]
+        if p is not None:
+            ev = est.expected_value(p)
+            row += [f"{ev:+,.0f}", "[green]yes[/]" if ev > 0 else "[red]no[/]"]
+        table.add_row(*row)
+    _console().print(table)
+    return 0
+
+
+# -- budget -----------------------------------------------------------------------------------
+
+
+def _add_budget(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "values",
+        nargs="*",
+        metavar="USED [WINDOW] | report [FILE]",
+        help="tokens in use and the window (default 200000); or `report` over a samples file",
+    )
+    p.add_argument(
+        "--threshold", default=None, help="percent (default: $HARNESS_CTX_THRESHOLD or 40)"
+    )
+    p.add_argument("--plot", default=None, help="report: trend plot PNG (default: FILE with .png)")
+
+
+def _threshold(args: argparse.Namespace) -> float:
+    from winnow.runtime.budget import env_threshold
+
+    if args.threshold is None:
+        return env_threshold()
+    value = float(args.threshold.rstrip("%"))
+    if not 0 < value <= 100:
+        raise ValueError
+    return value
+
+
+def _run_budget(args: argparse.Namespace) -> int:
+    from winnow.runtime.budget import DEFAULT_WINDOW, occupancy
+
+    try:
+        threshold = _threshold(args)
+    except ValueError:
+        return _err("budget", f"--threshold must be a percent in (0, 100], got {args.threshold!r}")
+    if args.values[:1] == ["report"]:
+        return _budget_report(args, threshold)
+    if not 1 <= len(args.values) <= 2:
+        return _err("budget", "usage: winnow budget USED [WINDOW]  or  winnow budget report [FILE]")
+    try:
+        used = _count(args.values[0], "USED")
+        window = _count(args.values[1], "WINDOW") if len(args.values) == 2 else DEFAULT_WINDOW
+    except ValueError as e:
+        return _err("budget", str(e))
+    if window <= 0:
+        return _err("budget", "WINDOW must be > 0")
+    pct = occupancy(used, window)
+    print(f"{math.floor(pct)}%")
+    return 2 if pct >= threshold else 0
+
+
+def _budget_report(args: argparse.Namespace, threshold: float) -> int:
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from winnow.runtime.budget import plot, read_samples, report
+
+    if len(args.values) > 2:
+        return _err("budget", "usage: winnow budget report [FILE]")
+    path = Path(args.values[1] if len(args.values) == 2 else ".winnow/budget.jsonl")
+    if not path.is_file():
+        return _err("budget", f"no samples file at {path}")
+    samples = read_samples(path)
+    if not samples:
+        return _err("budget", f"{path} holds no samples")
+    r = report(samples)
+    table = Table(title=f"Context budget: {path}", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("samples", f"{r.count:,}")
+    table.add_row("max", f"{r.max_percent:.1f}%")
+    table.add_row("last", f"{r.last_percent:.1f}%")
+    table.add_row("threshold", f"{threshold:g}%")
+    table.add_row("crossings", f"{r.crossings}")
+    table.add_row("samples over", f"{r.over:,}")
+    out = plot(samples, threshold, args.plot or path.with_suffix(".png"))
+    table.add_row("plot", str(out))
+    _console().print(table)
+    return 0
+
+
+COMMANDS = {
+    "economics": (
+        "expected value of idle compaction per provider cache profile",
+        _add_economics,
+        _run_economics,
+    ),
+    "budget": (
+        "context occupancy (exit 2 past the threshold), or a report of recorded samples",
+        _add_budget,
+        _run_budget,
+    ),
+}
