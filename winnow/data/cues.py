@@ -161,6 +161,19 @@ _WEIGHING = re.compile(
 _QUESTION = re.compile(r"\?\s*$|\?\s*\n", re.M)
 
 
+_REQUEST_START = re.compile(
+    r"\W*(?:(?:also|and|now|ok(?:ay)?|then)[, ]+)?(?:please |pls )?(?:can|could|would|will) (?:you|we)\b|"
+    r"\W*(?:(?:also|and|now|ok(?:ay)?|then)[, ]+)?(?:please )?(?:add|implement|fix|create|write|make|build|update|"
+    r"change|remove|refactor|rename|move|run|test|check|investigate|review)\b",
+    re.IGNORECASE,
+)
+
+
+def starts_with_request(text: str) -> bool:
+    """Opens as an ask: 'can you...', 'please add...', 'also fix...'."""
+    return _REQUEST_START.match(text) is not None
+
+
 def has_requirement_words(text: str) -> bool:
     """Imperatives and asks: add, fix, implement, can you, should, want, how do..."""
     return _REQUIREMENT.search(text) is not None
@@ -401,6 +414,7 @@ CUE_FUNCTIONS: dict[str, Callable[[str], bool]] = {
     "has_architecture_words": has_architecture_words,
     "has_weighing_words": has_weighing_words,
     "is_question": is_question,
+    "starts_with_request": starts_with_request,
     "is_acknowledgment": is_acknowledgment,
     "is_announcement": is_announcement,
     "is_bare_done": is_bare_done,

@@ -52,7 +52,7 @@ def _load(paths: list[str], console):
         out = Path(tmp) / "messages.parquet"
         report = extract(paths, out, report=ReadReport())
         for line in report.problems[:20]:
-            console.print(f"[yellow]{line}[/]", highlight=False)
+            console.print(f"[yellow]{line}[/]", highlight=False, soft_wrap=True)
         if not report.files:
             return None, []
         return pq.read_table(out), list(load_units(out))
@@ -88,7 +88,7 @@ def _run_label(args: argparse.Namespace) -> int:
     join = load_labels(args.labels, known_ids=set(heuristic)) if args.labels else None
     if join is not None:
         for line in join.problems + join.disagreements:
-            err.print(f"[yellow]{line}[/]", highlight=False)
+            err.print(f"[yellow]{line}[/]", highlight=False, soft_wrap=True)
         n = apply_labels(labeled, join.labels)
         console.print(f"joined {n:,} labels from {len(args.labels)} file(s)")
 

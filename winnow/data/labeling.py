@@ -99,6 +99,7 @@ def _is_request_text(u: Unit) -> bool:
         and not cues.is_compact_request(t)
         and not cues.is_task_notification(t)
         and not cues.is_bash_input(t)
+        and not cues.is_acknowledgment(t)
     )
 
 
@@ -137,6 +138,13 @@ def _call_class(u: Unit, s: Session) -> str | None:
     if cls == "edit" and call is not None and tool_input(call).get("command") == "view":
         return "read"
     return cls
+
+
+def _result_of(u: Unit, s: Session, classes: tuple[str, ...]) -> bool:
+    """A non-empty result of a tool of one of these classes (an empty one is boilerplate)."""
+    return (
+        u.kind == "tool_result" and not cues.is_placeholder(u.text) and _call_class(u, s) in classes
+    )
 
 
 # --- labelling functions ---------------------------------------------------------------------
@@ -273,7 +281,7 @@ def fetch_call(u: Unit, s: Session, i: int) -> str | None:
 @lf(RULE)
 def read_result(u: Unit, s: Session, i: int) -> str | None:
     """A Read result holds file contents."""
-    if u.kind == "tool_result" and _call_class(u, s) == "read":
+    if _result_of(u, s, ("read",)):
         return "code"
     return None
 
@@ -281,7 +289,7 @@ def read_result(u: Unit, s: Session, i: int) -> str | None:
 @lf(RULE)
 def search_result(u: Unit, s: Session, i: int) -> str | None:
     """Search hits, directory listings, fetched pages."""
-    if u.kind == "tool_result" and _call_class(u, s) in ("search", "web"):
+    if _result_of(u, s, ("search", "web")):
         return "tool_output"
     return None
 
@@ -289,7 +297,7 @@ def search_result(u: Unit, s: Session, i: int) -> str | None:
 @lf(RULE)
 def plan_result(u: Unit, s: Session, i: int) -> str | None:
     """The fixed confirmation a plan or task-bookkeeping tool returns."""
-    if u.kind == "tool_result" and _call_class(u, s) == "plan":
+    if _result_of(u, s, ("plan",)):
         return "boilerplate"
     return None
 
@@ -297,7 +305,7 @@ def plan_result(u: Unit, s: Session, i: int) -> str | None:
 @lf(RULE)
 def user_answer(u: Unit, s: Session, i: int) -> str | None:
     """The user's answers to an AskUserQuestion-style call steer the work."""
-    if u.kind == "tool_result" and _call_class(u, s) == "ask":
+    if _result_of(u, s, ("ask",)):
         return "requirement"
     return None
 
@@ -315,7 +323,9 @@ def first_request(u: Unit, s: Session, i: int) -> str | None:
 def user_constraint(u: Unit, s: Session, i: int) -> str | None:
     """User 'don't / must / never / only / keep / avoid ...'."""
     if u.role == "user" and u.kind == "text" and cues.has_constraint_words(u.text):
-        return "constraint"
+        # "can you add tests so we don't break this?" asks for work: a requirement.
+        if not cues.is_question(u.text) and not cues.starts_with_request(u.text):
+            return "constraint"
     return None
 
 
@@ -489,7 +499,8 @@ def edit_confirmation(u: Unit, s: Session, i: int) -> str | None:
 def short_note(u: Unit, s: Session, i: int) -> str | None:
     """Short assistant prose with nothing more to it is a status note."""
     if u.role == "assistant" and _prose(u) and cues.word_count(u.text) <= s.config.short_words:
-        return "status"
+        if len(cues.extract_identifiers(u.text)) < 2:  # naming specifics is more than a note
+            return "status"
     return None
 
 
