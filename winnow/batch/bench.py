@@ -1,13 +1,415 @@
-"""Benchmarks (placeholder while being written)."""
+"""`winnow bench`: every performance figure of winnow beside its baseline, measured in one run.
+
+    winnow bench                  # about 5 minutes on 2 cores
+    winnow bench --quick          # about a minute: smaller samples, no Ray, no retrain
+    python scripts/bench.py ...   # the same
+
+Timings depend on the machine and on whatever else runs on it; compare a figure only with
+the baseline printed beside it, which was measured in the same run on the same inputs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from winnow.data.schema import Unit
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_TRACES = REPO.parent / "shared" / "traces"
+FIXTURES = REPO / "tests" / "fixtures" / "batch"
+
+# LLMLingua-2's token classifier is bert-base-multilingual-cased: these are its dimensions.
+BERT_BASE_MULTILINGUAL = dict(
+    vocab_size=119547,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    max_position_embeddings=512,
+)
+
+
+@dataclass
+class BenchConfig:
+    """What to measure and on how much input."""
+
+    traces: Path = DEFAULT_TRACES if DEFAULT_TRACES.is_dir() else FIXTURES
+    model: str | None = None
+    latency_units: int = 300  # single-unit calls timed (after a warm-up)
+    batch_files: int = 60  # transcript files scored by each batch engine
+    bert_units: int = 16  # units run through the BERT-base baseline (about 0.3-1 s each)
+    session_tokens: int = 250_000  # size of the session built for the compression figure
+    ray: bool = True
+    retrain: bool = True
+
+    @classmethod
+    def quick(cls, **kw: Any) -> BenchConfig:
+        base = dict(latency_units=100, batch_files=12, bert_units=4, ray=False, retrain=False)
+        return cls(**{**base, **kw})
+
+
+@dataclass
+class Row:
+    figure: str
+    value: str
+    baseline: str
+    baseline_value: str
+    ratio: str = ""
+    note: str = ""  # printed under the table
+
+
+@dataclass
+class Bench:
+    """Runs the measurements; each returns its rows."""
+
+    config: BenchConfig
+    log: Callable[[str], None] = print
+    rows: list[Row] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from winnow.batch.score import list_transcripts
+        from winnow.data.readers import ReadReport
+        from winnow.serving.classifier import ImportanceClassifier
+
+        self.clf = ImportanceClassifier.load(self.config.model, threads=1)
+        self.files = list_transcripts([self.config.traces], ReadReport())
+        if not self.files:
+            raise ValueError(f"no transcripts under {self.config.traces}")
+        self.units = _spread_units(self.files, self.config.latency_units)
+
+    def run(self, steps: Sequence[str] | None = None) -> list[Row]:
+        for name in steps or ("latency", "batch", "compression", "retrain", "install", "bert"):
+            self.log(f"bench: {name} ...")
+            getattr(self, f"bench_{name}")()
+        return self.rows
+
+    def bench_latency(self) -> None:
+        """One unit per call, p50/p99, against the naive pipeline on the same units."""
+        fast = _latencies(lambda u: self.clf.predict([u]), self.units)
+        naive = _latencies(self._naive_predict(), self.units)
+        for q in (50, 99):
+            a, b = _pct(fast, q), _pct(naive, q)
+            self.rows.append(
+                Row(f"single-unit latency p{q}", _ms(a), "naive pipeline", _ms(b), _x(b / a))
+            )
+
+    def _naive_predict(self) -> Callable[[Unit], Any]:
+        # The naive way to serve a model: a fresh session with default options for every request.
+        from winnow.serving.classifier import ImportanceClassifier
+
+        return lambda u: ImportanceClassifier.load(self.config.model).predict([u])
+
+    def bench_batch(self) -> None:
+        """Units/s over the same files: one process vs the local engine (and Ray)."""
+        from winnow.batch.score import BatchScorer, ScoreConfig, score_file, token_counter
+
+        files = _spread(self.files, self.config.batch_files)
+        count = token_counter()
+        t0 = time.perf_counter()
+        units = sum(score_file(f, self.clf, count).table.num_rows for f in files)
+        single = units / (time.perf_counter() - t0)
+        engines = ["local"] + (["ray"] if self.config.ray and _has("ray") else [])
+        with tempfile.TemporaryDirectory() as tmp:
+            for engine in engines:
+                s = BatchScorer(ScoreConfig(self.config.model, engine)).run(
+                    files, f"{tmp}/{engine}.parquet"
+                )
+                self.rows.append(
+                    Row(
+                        f"batch units/s, {engine} engine",
+                        f"{s.units_per_s:,.0f}",
+                        "single process",
+                        f"{single:,.0f}",
+                        _x(s.units_per_s / single),
+                        f"batch {engine}: {len(files)} files, {units:,} units, end to end "
+                        "(reading, classifying, counting tokens, writing; engine start-up included)",
+                    )
+                )
+
+    def bench_compression(self) -> None:
+        """Compressing a 250K-token session to a quarter, against oldest-first truncation."""
+        from winnow.serving.compressor import CompressorConfig, SemanticCompressor
+        from winnow.serving.tokens import default_token_counter, unit_tokens
+
+        counter = default_token_counter()
+        session = _long_session(self.files, self.config.session_tokens, counter)
+        total = sum(unit_tokens(u, counter) for u in session)
+        limit = total // 4
+        compressor = SemanticCompressor(
+            classifier=self.clf, config=CompressorConfig(on_must_keep_overflow="truncate_oldest")
+        )
+        t0 = time.perf_counter()
+        result = compressor.compress(session, limit)
+        t_winnow = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        kept = truncate_oldest(session, limit, lambda u: unit_tokens(u, counter))
+        t_trunc = time.perf_counter() - t0
+        kept_tokens = sum(unit_tokens(u, counter) for u in kept)
+        self.rows.append(
+            Row(
+                f"compress a {total // 1000}K-token session to 1/4",
+                f"{t_winnow:.2f} s",
+                "oldest-first truncation",
+                f"{t_trunc:.3f} s",
+                f"{t_winnow / t_trunc:,.0f}x slower" if t_trunc else "",
+                f"compression: {len(session):,} real units, {total:,} tokens, limit {limit:,}; "
+                f"winnow kept {result.tokens_after:,} tokens, truncation {kept_tokens:,} "
+                "(both times include token counting; winnow's includes classifying every unit)",
+            )
+        )
+
+    def bench_retrain(self) -> None:
+        """Full retrain of the shipped model from the traces, if the training entry is present."""
+        if not self.config.retrain:
+            self.rows.append(Row("full retrain", "skipped", "", ""))
+            return
+        try:
+            from winnow.training.release import retrain
+        except ImportError:
+            self.rows.append(Row("full retrain", "no winnow.training.release.retrain", "", ""))
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            retrain(out=tmp)
+            seconds = time.perf_counter() - t0
+        self.rows.append(
+            Row("full retrain (labels, training, ONNX export)", f"{seconds:.0f} s", "", "")
+        )
+
+    def bench_install(self) -> None:
+        """Installed size of the serving dependencies, without and with torch."""
+        base = _closure(_base_requirements())
+        with_torch = _closure([*_base_requirements(), "torch"])
+        a, b = _size(base), _size(with_torch)
+        self.rows.append(
+            Row(
+                "serving install size",
+                f"{a / 2**20:,.0f} MiB",
+                "the same with torch",
+                f"{b / 2**20:,.0f} MiB",
+                f"{b / a:.1f}x smaller",
+                f"install: installed files of winnow's base dependencies and theirs ({len(base)} "
+                f"distributions, from this venv), vs the same plus torch ({len(with_torch)})",
+            )
+        )
+
+    def bench_bert(self) -> None:
+        """Per-unit time against LLMLingua-2's architecture (BERT-base multilingual), 1 thread each."""
+        import torch
+        from transformers import BertConfig, BertForTokenClassification
+
+        torch.set_num_threads(1)  # the same as winnow's intra-op threads=1
+        torch.manual_seed(0)
+        model = BertForTokenClassification(
+            BertConfig(**BERT_BASE_MULTILINGUAL, num_labels=2)
+        ).eval()
+        units = _spread(self.units, self.config.bert_units)
+        lengths = [min(512, max(8, math.ceil(len(u.text) / 4))) for u in units]
+        inputs = [torch.randint(1000, 100_000, (1, n)) for n in lengths]
+        with torch.inference_mode():
+            model(input_ids=inputs[0][:, :16])  # warm-up
+            bert = _latencies(lambda x: model(input_ids=x), inputs)
+        ours = _latencies(lambda u: self.clf.predict([u]), units)
+        a, b = sum(ours) / len(ours), sum(bert) / len(bert)
+        self.rows.append(
+            Row(
+                "per-unit time vs LLMLingua-2's model",
+                _ms(a),
+                "BERT-base multilingual",
+                _ms(b),
+                _x(b / a),
+                f"bert: {len(units)} units, one per call, 1 thread each; BERT built from its config with "
+                f"random weights, {sum(lengths) / len(lengths):.0f} tokens on average (chars/4, at most 512)",
+            )
+        )
+
+
+def truncate_oldest(units: Sequence[Unit], limit: int, cost: Callable[[Unit], int]) -> list[Unit]:
+    """The usual baseline: drop the oldest units until the rest fits, never half a tool pair."""
+    tokens = [cost(u) for u in units]
+    total, start = sum(tokens), 0
+    while total > limit and start < len(units):
+        total -= tokens[start]
+        start += 1
+    kept = list(units[start:])
+    calls = {u.call_id for u in kept if u.kind == "tool_call"}
+    return [u for u in kept if u.kind != "tool_result" or u.call_id in calls]
+
+
+def _long_session(files: Sequence[Path], tokens: int, counter: Any) -> list[Unit]:
+    """Real sessions concatenated into one of at least `tokens` tokens, renumbered."""
+    from winnow.data.readers import ReadReport, read_file
+    from winnow.serving.tokens import unit_tokens
+
+    out: list[Unit] = []
+    total = 0
+    for f in files:
+        for u in read_file(f, ReadReport()):
+            # stop at the first unit boundary past the target that does not split a tool pair
+            if total >= tokens and u.kind != "tool_result":
+                return out
+            i = len(out)
+            call_id = f"{u.session_id}/{u.call_id}" if u.call_id else None
+            out.append(
+                Unit(
+                    f"long:{i}", "long", i, u.role, u.kind, u.text, u.tool_name, call_id, u.is_error
+                )
+            )
+            total += unit_tokens(out[-1], counter)
+    return out
+
+
+def _spread_units(files: Sequence[Path], n: int) -> list[Unit]:
+    """About `n` units drawn evenly from evenly spread files, so every format is represented."""
+    from winnow.data.readers import ReadReport, read_file
+
+    units: list[Unit] = []
+    for f in _spread(files, max(1, n // 10)):
+        units.extend(_spread(list(read_file(f, ReadReport())), 10))
+    return units[:n]
+
+
+def _spread(items: Sequence[Any], n: int) -> list[Any]:
+    if len(items) <= n:
+        return list(items)
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+def _latencies(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[float]:
+    for x in items[:3]:
+        fn(x)  # warm-up: first calls allocate
+    out = []
+    for x in items:
+        t0 = time.perf_counter()
+        fn(x)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _pct(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1000:,.2f} ms" if s < 1 else f"{s:,.2f} s"
+
+
+def _x(r: float) -> str:
+    return f"{r:,.1f}x" if r < 100 else f"{r:,.0f}x"
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _base_requirements() -> list[str]:
+    import importlib.metadata as md
+
+    return [r for r in md.requires("winnow") or [] if "extra ==" not in r]
+
+
+def _closure(requirements: Sequence[str]) -> dict[str, Any]:
+    """Installed distributions that `requirements` pull in, transitively (extras not followed)."""
+    import importlib.metadata as md
+    import re
+
+    def name(req: str) -> str:
+        return re.split(r"[ ;<>=!~\[(]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+    seen: dict[str, Any] = {}
+    todo = [name(r) for r in requirements]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        try:
+            dist = md.distribution(n)
+        except md.PackageNotFoundError:
+            continue
+        seen[n] = dist
+        todo.extend(name(r) for r in dist.requires or [] if "extra ==" not in r)
+    return seen
+
+
+def _size(dists: dict[str, Any]) -> int:
+    total = 0
+    for dist in dists.values():
+        for f in dist.files or []:
+            p = Path(dist.locate_file(f))
+            if p.is_file():
+                total += p.stat().st_size
+    return total
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--quick", action="store_true")
+    p.add_argument(
+        "--quick", action="store_true", help="small samples, no Ray, no retrain (~1 min)"
+    )
+    p.add_argument(
+        "--traces",
+        type=Path,
+        default=None,
+        help="transcripts to measure on (default: ../shared/traces, else the test fixtures)",
+    )
+    p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
+    p.add_argument("--latency-units", type=int, default=None)
+    p.add_argument("--batch-files", type=int, default=None)
+    p.add_argument("--bert-units", type=int, default=None)
+    p.add_argument("--session-tokens", type=int, default=None)
+    p.add_argument("--skip-ray", action="store_true")
+    p.add_argument("--skip-retrain", action="store_true")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=("latency", "batch", "compression", "retrain", "install", "bert"),
+        help="run only these measurements",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    kw = {
+        k: v
+        for k in ("traces", "model", "latency_units", "batch_files", "bert_units", "session_tokens")
+        if (v := getattr(args, k)) is not None
+    }
+    config = BenchConfig.quick(**kw) if args.quick else BenchConfig(**kw)
+    config.ray &= not args.skip_ray
+    config.retrain &= not args.skip_retrain
+    err = Console(stderr=True)
+    t0 = time.perf_counter()
+    try:
+        rows = Bench(config, log=lambda m: err.print(m, style="dim")).run(args.only)
+    except ValueError as e:
+        err.print(f"winnow bench: {e}", markup=False)
+        return 2
+    table = Table(title=f"winnow bench ({config.traces}, {time.perf_counter() - t0:.0f} s)")
+    for col, justify in (
+        ("figure", "left"),
+        ("winnow", "right"),
+        ("baseline", "left"),
+        ("baseline value", "right"),
+        ("ratio", "right"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(r.figure, r.value, r.baseline, r.baseline_value, r.ratio)
+    out = Console()
+    out.print(table)
+    for r in rows:
+        if r.note:
+            out.print(f"- {r.note}", markup=False, highlight=False)
     return 0

@@ -1,0 +1,228 @@
+"""The HTTP service: classify and compress conversations over a small FastAPI app.
+
+    winnow serve --port 8000            # docs at http://127.0.0.1:8000/docs
+
+Requests carry normalized units (`{"units": [...]}`), an OpenAI chat body (`{"messages": [...]}`)
+or an Anthropic Messages body (`{"system": ..., "messages": [...]}`); answers come back in the
+same format. Bad input is a 4xx with a one-line `detail`, never a 500.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from winnow import __version__
+from winnow.data.readers import ReadReport, read_file
+from winnow.data.schema import CATEGORIES, KINDS, ROLES, Unit
+
+Format = Literal["units", "openai", "anthropic"]
+# Block types only an Anthropic body has; OpenAI bodies carry tool calls on the message instead.
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+
+
+@dataclass
+class ServiceConfig:
+    """How the service runs."""
+
+    model: str | None = None  # model directory; None = the shipped default
+    token: str | None = None  # when set, /v1/* require `Authorization: Bearer <token>`
+    max_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413
+    threads: int = 1  # onnxruntime intra-op threads per request
+
+
+class ConversationIn(BaseModel):
+    """Normalized units, an OpenAI chat body or an Anthropic Messages body."""
+
+    model_config = ConfigDict(extra="allow")
+    format: Format | None = Field(
+        None, description="input format; guessed from the body when absent"
+    )
+    units: list[dict[str, Any]] | None = Field(None, description="normalized units (SCHEMA.md)")
+    messages: list[dict[str, Any]] | None = Field(None, description="OpenAI or Anthropic messages")
+    system: str | list[dict[str, Any]] | None = Field(None, description="Anthropic system prompt")
+
+
+class CompressIn(ConversationIn):
+    token_limit: int = Field(..., gt=0, description="the compressed conversation's token budget")
+
+
+class _BodyLimit:
+    """ASGI middleware answering 413 to a body over `max_bytes`, declared or streamed.
+
+    The body is read here, up to the limit, and replayed to the app: an error raised from the
+    app's own read would be turned into a 400 by FastAPI's body parsing.
+    """
+
+    def __init__(self, app: Any, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_big = JSONResponse({"detail": f"request body over {self.max_bytes} bytes"}, 413)
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await too_big(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                return await too_big(scope, receive, send)
+            more = message.get("more_body", False)
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def detect_format(body: ConversationIn) -> Format:
+    """The format of a request body: explicit `format`, else `units`, else guessed from messages."""
+    if body.format:
+        return body.format
+    if body.units is not None:
+        return "units"
+    if body.messages is None:
+        raise ValueError("body needs `units` (normalized) or `messages` (OpenAI / Anthropic)")
+    if body.system is not None:
+        return "anthropic"
+    for m in body.messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in content
+        ):
+            return "anthropic"
+    return "openai"
+
+
+def parse_units(body: ConversationIn, fmt: Format) -> list[Unit]:
+    """The normalized units of a request body; ValueError with a readable reason when malformed."""
+    if fmt == "units":
+        return [_check_unit(d, i) for i, d in enumerate(body.units or [])]
+    from winnow.data.readers import anthropic_messages, openai_chat
+
+    reader = {"openai": openai_chat, "anthropic": anthropic_messages}[fmt].READER
+    doc = {"messages": body.messages or []}
+    if body.system is not None:
+        doc["system"] = body.system
+    # The readers read files; a request body is one small JSON document, so it goes through one.
+    with tempfile.TemporaryDirectory(prefix="winnow-") as tmp:
+        path = os.path.join(tmp, "request.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+        report = ReadReport()
+        units = list(read_file(path, report, format=reader.name))
+    if report.problems:
+        raise ValueError(report.problems[0].replace(path, "body", 1))
+    return units
+
+
+def _check_unit(d: Any, i: int) -> Unit:
+    if not isinstance(d, dict):
+        raise ValueError(f"units[{i}] is not an object")
+    for key, allowed in (("role", ROLES), ("kind", KINDS)):
+        if d.get(key) not in allowed:
+            raise ValueError(f"units[{i}].{key} must be one of {', '.join(allowed)}")
+    if not isinstance(d.get("text"), str):
+        raise ValueError(f"units[{i}].text must be a string")
+    d = {"id": f"request:{i}", "session_id": "request", "index": i, **d}
+    return Unit.from_dict(d)
+
+
+def render(units: list[Unit], fmt: Format, body: ConversationIn) -> dict[str, Any]:
+    """Units back into the request's format; other request fields (model, tools, ...) kept."""
+    if fmt == "units":
+        return {"units": [u.to_dict() for u in units]}
+    from winnow.serving import render as r
+
+    out = body.model_dump(exclude={"format", "units", "messages", "system", "token_limit"})
+    out.update(r.to_openai(units) if fmt == "openai" else r.to_anthropic(units))
+    return out
+
+
+def create_app(config: ServiceConfig | None = None) -> FastAPI:
+    """The FastAPI app; loads the model once (ValueError when it cannot)."""
+    from winnow.serving.classifier import ImportanceClassifier
+    from winnow.serving.compressor import SemanticCompressor
+
+    config = config or ServiceConfig()
+    classifier = ImportanceClassifier.load(config.model, threads=config.threads)
+    compressor = SemanticCompressor(classifier=classifier)
+    app = FastAPI(
+        title="winnow",
+        version=__version__,
+        description="Classify the units of a coding-agent conversation by importance and compress it.",
+    )
+    app.add_middleware(_BodyLimit, max_bytes=config.max_bytes)
+
+    def authorize(request: Request) -> None:
+        if config.token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {config.token}".encode()):
+            raise HTTPException(
+                401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
+            )
+
+    def units_of(body: ConversationIn) -> tuple[Format, list[Unit]]:
+        try:
+            fmt = detect_format(body)
+            return fmt, parse_units(body, fmt)
+        except (ValueError, KeyError, TypeError) as e:
+            raise HTTPException(422, str(e)) from None
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/model", dependencies=[Depends(authorize)])
+    def model() -> dict[str, Any]:
+        """Name, version, labels and sha256 of the loaded model."""
+        info = classifier.info
+        return {k: info[k] for k in ("name", "version", "labels", "sha256")}
+
+    @app.post("/v1/classify", dependencies=[Depends(authorize)])
+    def classify(body: ConversationIn) -> dict[str, Any]:
+        """Each unit with its category and a score per category."""
+        fmt, units = units_of(body)
+        preds = classifier.predict(units) if units else []
+        out = []
+        for u, p in zip(units, preds, strict=True):
+            d = u.to_dict()
+            d.update(category=p.category, scores={c: float(p.scores[c]) for c in CATEGORIES})
+            out.append(d)
+        return {"format": fmt, "model": classifier.info["name"], "units": out}
+
+    @app.post("/v1/compress", dependencies=[Depends(authorize)])
+    def compress(body: CompressIn) -> dict[str, Any]:
+        """The conversation compressed under `token_limit`, in the input's format."""
+        fmt, units = units_of(body)
+        result = compressor.compress(units, body.token_limit)
+        out = render(result.units, fmt, body)
+        out["winnow"] = {
+            "format": fmt,
+            "token_limit": body.token_limit,
+            "tokens_before": result.tokens_before,
+            "tokens_after": result.tokens_after,
+        }
+        return out
+
+    return app
