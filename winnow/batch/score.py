@@ -9,6 +9,7 @@ call and its result are always scored together and the output is the same for ev
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import Counter, defaultdict
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 
 from winnow.data.readers import ReadReport, detect_format, read_file
 from winnow.data.readers.base import iter_files
-from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES
+from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, Unit
 
 SCORE_COLUMNS = tuple(f"score_{c}" for c in CATEGORIES)
 UNIT_SCHEMA = pa.schema(
@@ -118,15 +119,15 @@ def list_transcripts(paths: Iterable[str | Path], report: ReadReport) -> list[Pa
     return out
 
 
-def token_counter() -> Callable[[str], int]:
-    from winnow.serving.tokens import default_token_counter
+def token_counter() -> Callable[[Unit], int]:
+    """A unit's prompt cost, counted as the compressor counts it."""
+    from winnow.serving.tokens import default_token_counter, unit_tokens
 
-    counter = default_token_counter()
-    return counter.count if hasattr(counter, "count") else counter
+    return functools.partial(unit_tokens, counter=default_token_counter())
 
 
 def score_file(
-    path: str | Path, classifier: Any, count_tokens: Callable[[str], int], batch_size: int = 256
+    path: str | Path, classifier: Any, count_tokens: Callable[[Unit], int], batch_size: int = 256
 ) -> FileScores:
     """Read and classify one transcript file; never raises (a failure becomes a problem line)."""
     report = ReadReport()
@@ -148,7 +149,7 @@ def score_file(
         cols["tool_name"].append(u.tool_name)
         cols["source"].append(u.extra.get("source", str(path)))
         cols["format"].append(u.extra.get("format"))
-        cols["tokens"].append(count_tokens(u.text))
+        cols["tokens"].append(count_tokens(u))
         cols["category"].append(p.category)
         for c, name in zip(CATEGORIES, SCORE_COLUMNS, strict=True):
             cols[name].append(float(p.scores.get(c, 0.0)))
