@@ -31,6 +31,8 @@ from winnow.data.schema import Unit
 NAME = "claude_code"
 # Record types only Claude Code writes; any one of them on a complete head line identifies it.
 _MARKER_TYPES = {"file-history-snapshot", "queue-operation", "last-prompt", "custom-title"}
+# Repeated lines sit a few lines apart; remembering the latest uuids keeps memory flat.
+_SEEN_MAX = 100_000
 
 
 @dataclass
@@ -86,7 +88,7 @@ class ClaudeCodeReader:
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
         sessions: dict[str, SessionBuilder] = {}
         tool_names: dict[str, str] = {}
-        seen: set[str] = set()
+        seen: dict[str, None] = {}  # insertion-ordered, oldest evicted first
         pending: _Pending | None = None
 
         def emit(specs: list[_Spec]) -> Iterator[Unit]:
@@ -126,7 +128,7 @@ class ClaudeCodeReader:
         obj: Any,
         path: Path,
         tool_names: dict[str, str],
-        seen: set[str],
+        seen: dict[str, None],
         report: ReadReport,
     ) -> tuple[str, str | None, list[_Spec]] | None:
         """Classify one line: ("assistant", message_id, specs), ("results", None, specs),
@@ -145,7 +147,9 @@ class ClaudeCodeReader:
             if uuid in seen:
                 report.skip(f"{NAME}: line repeated (same uuid)")
                 return None
-            seen.add(uuid)
+            seen[uuid] = None
+            if len(seen) > _SEEN_MAX:
+                del seen[next(iter(seen))]
 
         session = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else path.stem
         if obj.get("isSidechain") and isinstance(obj.get("agentId"), str):
