@@ -54,8 +54,10 @@ def test_swe_agent_trajectory_steps_become_paired_calls():
     assert not report.problems and dict(report.formats) == {"swe-agent": 1}
     assert {u.session_id for u in units} == {"swe-agent__test-repo-i1"}
     # System prompt, the demonstration, the task; then thought, action, observation per step.
-    assert shape(units[:3]) == [("system", "text", None), ("user", "text", None)] * 1 + [
-        ("user", "text", None)
+    assert shape(units[:3]) == [
+        ("system", "text", None),
+        ("user", "text", None),
+        ("user", "text", None),
     ]
     assert units[1].extra.get("is_demo") is True and "is_demo" not in units[2].extra
     assert "SyntaxError" in units[2].text

@@ -119,22 +119,22 @@ def _continuation(lines: list[str], i: int, session: _Session) -> int:
 
 
 def _blocks(lines: list[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
-    """Runs of one kind; blank lines stay inside assistant text and split everything else."""
+    """Runs of one kind. Blank lines stay inside assistant text, are dropped inside aider's
+    output (one stretch of output is one unit) and end a user message."""
     kind, run = None, []
     for k, text in lines:
         if k == "blank":
             if kind == "assistant":
                 run.append(text)
-            elif kind is not None:
+            elif kind == "user":
                 yield kind, run
                 kind, run = None, []
-            continue
-        if k == kind:
+        elif k == kind:
             run.append(text)
-            continue
-        if kind is not None:
-            yield kind, run
-        kind, run = k, [text]
+        else:
+            if kind is not None:
+                yield kind, run
+            kind, run = k, [text]
     if kind is not None:
         yield kind, run
 
@@ -143,7 +143,7 @@ def _units(session: _Session, report: ReadReport) -> Iterator[Unit]:
     s = SessionBuilder(session.id)
     ts = session.timestamp
     open_edits: list[_Edit] = []  # edits of the last assistant message not yet answered
-    for kind, run in _merge_output(_blocks(session.lines)):
+    for kind, run in _blocks(session.lines):
         text = "\n".join(run).strip("\n")
         if not text.strip():
             continue
@@ -181,24 +181,6 @@ def _units(session: _Session, report: ReadReport) -> Iterator[Unit]:
             rest_text = "\n".join(rest).strip("\n")
             if rest_text.strip():
                 yield s.unit("system", "text", rest_text, timestamp=ts)
-
-
-def _merge_output(blocks: Iterator[tuple[str, list[str]]]) -> Iterator[tuple[str, list[str]]]:
-    """Aider's output split only by blank lines is still one stretch of output."""
-    pending = None
-    for kind, run in blocks:
-        if kind == "output" and pending is not None:
-            pending[1].extend(run)
-            continue
-        if pending is not None:
-            yield pending
-            pending = None
-        if kind == "output":
-            pending = (kind, list(run))
-        else:
-            yield kind, run
-    if pending is not None:
-        yield pending
 
 
 def _split_edits(run: list[str]) -> Iterator[str | _Edit]:

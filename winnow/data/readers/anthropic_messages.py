@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from winnow.data.readers.base import ReadReport, SessionBuilder, to_text
+from winnow.data.readers.base import BadRecord, ReadReport, SessionBuilder, guarded, to_text
 from winnow.data.readers.openai_chat import conversations
 from winnow.data.schema import Unit
 
@@ -64,57 +64,47 @@ def _messages(
         if role not in ("user", "assistant", "system"):
             report.problem(path, line, f"message {n} has no known role ({role!r}), skipped")
             continue
-        content = m.get("content")
-        if isinstance(content, str):
-            yield s.unit(role, "text", content)
-            continue
-        if not isinstance(content, list):
-            report.problem(
-                path,
-                line,
-                f"message {n} content is {type(content).__name__}, expected string or list, skipped",
+        yield from guarded(report, path, line, s, _message(s, n, m, names, report))
+
+
+def _message(s: SessionBuilder, n: int, m: dict, names: dict, report: ReadReport) -> Iterator[Unit]:
+    role, content = m["role"], m.get("content")
+    if isinstance(content, str):
+        yield s.unit(role, "text", content)
+        return
+    if not isinstance(content, list):
+        raise BadRecord(f"message {n} content is {type(content).__name__}, expected string or list")
+    for i, b in enumerate(content):
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "text":
+            yield s.unit(role, "text", to_text(b.get("text")))
+        elif kind == "thinking":
+            yield s.unit(role, "thinking", to_text(b.get("thinking")))
+        elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            call_id = (
+                b.get("id") if isinstance(b.get("id"), str) else f"{s.session_id}:call:{s.index}"
             )
-            continue
-        for i, b in enumerate(content):
-            kind = b.get("type") if isinstance(b, dict) else None
-            if kind == "text":
-                yield s.unit(role, "text", to_text(b.get("text")))
-            elif kind == "thinking":
-                yield s.unit(role, "thinking", to_text(b.get("thinking")))
-            elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-                call_id = (
-                    b.get("id")
-                    if isinstance(b.get("id"), str)
-                    else f"{s.session_id}:call:{s.index}"
-                )
-                name = b.get("name") if isinstance(b.get("name"), str) else kind
-                names[call_id] = name
-                yield s.unit(
-                    "assistant",
-                    "tool_call",
-                    to_text(b.get("input") or {}),
-                    tool_name=name,
-                    call_id=call_id,
-                )
-            elif (
-                isinstance(kind, str)
-                and kind.endswith("tool_result")
-                and isinstance(b.get("tool_use_id"), str)
-            ):
-                call_id = b["tool_use_id"]
-                error = b.get("is_error")
-                yield s.unit(
-                    "tool",
-                    "tool_result",
-                    _result_text(b.get("content"), report),
-                    tool_name=names.get(call_id),
-                    call_id=call_id,
-                    is_error=error if isinstance(error, bool) else False,  # the API default
-                )
-            elif kind is None:
-                report.problem(path, line, f"message {n} block {i} has no `type`, skipped")
-            else:
-                report.skip(f"anthropic {kind} block")
+            name = names[call_id] = b.get("name") if isinstance(b.get("name"), str) else kind
+            args = to_text(b.get("input") or {})
+            yield s.unit("assistant", "tool_call", args, tool_name=name, call_id=call_id)
+        elif (
+            isinstance(kind, str)
+            and kind.endswith("tool_result")
+            and isinstance(b.get("tool_use_id"), str)
+        ):
+            call_id, error = b["tool_use_id"], b.get("is_error")
+            yield s.unit(
+                "tool",
+                "tool_result",
+                _result_text(b.get("content"), report),
+                tool_name=names.get(call_id),
+                call_id=call_id,
+                is_error=error if isinstance(error, bool) else False,  # the API's default
+            )
+        elif kind is None:
+            raise BadRecord(f"message {n} block {i} has no `type`")
+        else:
+            report.skip(f"anthropic {kind} block")
 
 
 def _result_text(content: Any, report: ReadReport) -> str:

@@ -189,6 +189,17 @@ def record_guard(report: ReadReport, path: str | Path, line: int | None) -> Iter
         )
 
 
+def guarded(
+    report: ReadReport, path: str | Path, line: int | None, session: SessionBuilder, units: Iterable
+) -> list[Unit]:
+    """One record's units, built whole; a malformed record is reported and numbers none."""
+    start = session.index
+    with record_guard(report, path, line):
+        return list(units)
+    session.index = start
+    return []
+
+
 def head_objects(head: str, limit: int = 50) -> Iterator[dict]:
     """The JSON objects on the complete lines of a file's head (for sniffing JSON Lines)."""
     decoder = json.JSONDecoder()

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from winnow.data.readers.base import (
+    BadRecord,
     ReadReport,
     SessionBuilder,
+    guarded,
     iter_json_lines,
     load_json,
     read_head,
@@ -30,6 +32,7 @@ from winnow.data.schema import Unit
 _ROLE = re.compile(r'"role"\s*:\s*"(system|developer|user|assistant|tool|function)"')
 _CONTENT = re.compile(r'"(content|tool_calls)"\s*:')
 _TEXT_PARTS = {"text", "input_text", "output_text"}
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 
 def _request(record: dict) -> dict | None:
@@ -103,6 +106,14 @@ def arguments_json(arguments: Any) -> str:
     return to_text(arguments if arguments is not None else {})
 
 
+class _Calls:
+    """The tool calls of one conversation, for naming and linking their results."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}  # call id -> tool name
+        self.legacy: list[str] = []  # legacy `function_call`s awaiting a `function` reply
+
+
 class OpenAIChatReader:
     """Reads OpenAI chat-completions requests and message lists."""
 
@@ -120,59 +131,54 @@ class OpenAIChatReader:
     def _messages(
         self, s: SessionBuilder, messages: list, path: Path, line: int | None, report: ReadReport
     ) -> Iterator[Unit]:
-        names: dict[str, str] = {}  # call id -> tool name
-        legacy: list[str] = []  # call ids of legacy `function_call`s awaiting a `function` reply
+        calls = _Calls()
         for n, m in enumerate(messages):
             role = m.get("role") if isinstance(m, dict) else None
-            if role not in ("system", "developer", "user", "assistant", "tool", "function"):
+            if role not in _ROLES:
                 report.problem(path, line, f"message {n} has no known role ({role!r}), skipped")
                 continue
-            content = m.get("content")
-            if role in ("system", "developer", "user"):
-                for text in self._texts(content, report):
-                    yield s.unit("system" if role != "user" else "user", "text", text)
-            elif role == "assistant":
-                reasoning = m.get("reasoning_content") or m.get("reasoning")
-                if isinstance(reasoning, str) and reasoning.strip():
-                    yield s.unit("assistant", "thinking", reasoning)
-                for text in self._texts(content, report):
-                    yield s.unit("assistant", "text", text)
-                if isinstance(m.get("refusal"), str) and m["refusal"]:
-                    yield s.unit("assistant", "text", m["refusal"])
-                calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
-                if isinstance(m.get("function_call"), dict):
-                    calls = [*calls, {"function": m["function_call"], "legacy": True}]
-                for i, c in enumerate(calls):
-                    fn = c.get("function") if isinstance(c, dict) else None
-                    if not isinstance(fn, dict):
-                        report.problem(
-                            path, line, f"message {n} tool_calls[{i}] has no `function`, skipped"
-                        )
-                        continue
-                    call_id = c.get("id") or f"{s.session_id}:call:{s.index}"
-                    name = fn.get("name") if isinstance(fn.get("name"), str) else "function"
-                    names[call_id] = name
-                    if c.get("legacy"):
-                        legacy.append(call_id)
-                    yield s.unit(
-                        "assistant",
-                        "tool_call",
-                        arguments_json(fn.get("arguments")),
-                        tool_name=name,
-                        call_id=call_id,
-                    )
-            else:
+            yield from guarded(report, path, line, s, self._message(s, n, m, calls, report))
+
+    def _message(
+        self, s: SessionBuilder, n: int, m: dict, calls: _Calls, report: ReadReport
+    ) -> Iterator[Unit]:
+        role, content = m["role"], m.get("content")
+        if role in ("system", "developer", "user"):
+            for text in self._texts(content, report):
+                yield s.unit("user" if role == "user" else "system", "text", text)
+        elif role == "assistant":
+            reasoning = m.get("reasoning_content") or m.get("reasoning")
+            if isinstance(reasoning, str) and reasoning.strip():
+                yield s.unit("assistant", "thinking", reasoning)
+            for text in self._texts(content, report):
+                yield s.unit("assistant", "text", text)
+            if isinstance(m.get("refusal"), str) and m["refusal"]:
+                yield s.unit("assistant", "text", m["refusal"])
+            tool_calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+            if isinstance(m.get("function_call"), dict):
+                tool_calls = [*tool_calls, {"function": m["function_call"], "legacy": True}]
+            for c in tool_calls:
+                fn = c.get("function") if isinstance(c, dict) else None
+                if not isinstance(fn, dict):
+                    raise BadRecord(f"message {n} has a tool call without `function`")
+                name = fn.get("name") if isinstance(fn.get("name"), str) else "function"
                 call_id = (
-                    m.get("tool_call_id") if role == "tool" else (legacy.pop(0) if legacy else None)
+                    c.get("id")
+                    if isinstance(c.get("id"), str)
+                    else f"{s.session_id}:call:{s.index}"
                 )
-                if not isinstance(call_id, str):
-                    report.problem(
-                        path, line, f"message {n} ({role}) answers no tool call, skipped"
-                    )
-                    continue
-                name = names.get(call_id) or m.get("name")
-                text = "\n".join(self._texts(content, report, keep_empty=True))
-                yield s.unit("tool", "tool_result", text, tool_name=name, call_id=call_id)
+                calls.names[call_id] = name
+                if c.get("legacy"):
+                    calls.legacy.append(call_id)
+                args = arguments_json(fn.get("arguments"))
+                yield s.unit("assistant", "tool_call", args, tool_name=name, call_id=call_id)
+        else:
+            call_id = m.get("tool_call_id") if role == "tool" else (calls.legacy or [None]).pop(0)
+            if not isinstance(call_id, str):
+                raise BadRecord(f"message {n} (`{role}`) answers no tool call")
+            name = calls.names.get(call_id) or m.get("name")
+            text = "\n".join(self._texts(content, report, keep_empty=True))
+            yield s.unit("tool", "tool_result", text, tool_name=name, call_id=call_id)
 
     @staticmethod
     def _texts(content: Any, report: ReadReport, keep_empty: bool = False) -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 from winnow.data.readers.base import (
     ReadReport,
     SessionBuilder,
+    guarded,
     iter_json_lines,
     load_json,
     read_head,
@@ -138,10 +139,7 @@ def _instance_id(record: dict, default: str) -> str:
 def _session(
     session_id: str, events: Iterable[Any], path: Path, report: ReadReport, line: int | None = None
 ) -> Iterator[Unit]:
-    s = SessionBuilder(session_id)
-    calls: dict[Any, tuple[str, str]] = {}  # event id or tool call id -> (call_id, tool_name)
-    pending: list[tuple[str, str]] = []  # calls still waiting for their observation
-    thoughts: set[tuple[Any, str]] = set()  # (model response, thought) already emitted
+    session = _Events(SessionBuilder(session_id), report)
     for n, e in enumerate(events):
         if not isinstance(e, dict):
             where = f"history[{n}]" if line is not None else f"event {n}"
@@ -149,91 +147,104 @@ def _session(
                 path, line, f"{where} is {type(e).__name__}, expected an object, skipped"
             )
             continue
+        yield from guarded(report, path, line, session.s, session.event(e))
+
+
+class _Events:
+    """One session's events to units: links observations to the calls they answer."""
+
+    def __init__(self, s: SessionBuilder, report: ReadReport):
+        self.s, self.report = s, report
+        self.calls: dict[Any, tuple[str, str]] = {}  # event id or tool call id -> (call_id, name)
+        self.pending: list[tuple[str, str]] = []  # calls still waiting for their observation
+        self.echoes: set[Any] = set()  # `think` events whose "thought logged" echo is dropped
+        self.thoughts: set[tuple[Any, str]] = set()  # (model response, thought) already emitted
+
+    def event(self, e: dict) -> Iterator[Unit]:
         ts = e.get("timestamp") if isinstance(e.get("timestamp"), str) else None
         action, obs = e.get("action"), e.get("observation")
-        # Older runs flatten `args` / `extras` into the event itself.
-        args = e["args"] if isinstance(e.get("args"), dict) else e
         meta = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), dict) else {}
         if isinstance(action, str):
-            yield from _action(s, e, action, args, meta, ts, calls, pending, thoughts, report)
+            # Older runs flatten `args` into the event itself.
+            args = e["args"] if isinstance(e.get("args"), dict) else e
+            yield from self.action(e, action, args, meta, ts)
         elif isinstance(obs, str):
-            yield from _observation(s, e, obs, meta, ts, calls, pending, report)
+            yield from self.observation(e, obs, meta, ts)
         else:
-            report.skip("openhands event without action or observation")
+            self.report.skip("openhands event without action or observation")
 
+    def action(
+        self, e: dict, action: str, args: dict, meta: dict, ts: str | None
+    ) -> Iterator[Unit]:
+        s = self.s
+        thought = args.get("thought") if isinstance(args.get("thought"), str) else ""
+        if action in _SILENT_ACTIONS:
+            self.report.skip(f"openhands {action} action")
+        elif action == "message":
+            role = "assistant" if e.get("source") == "agent" else "user"
+            yield s.unit(
+                role, "text", to_text(args.get("content") or e.get("message")), timestamp=ts
+            )
+        elif action == "system":
+            yield s.unit(
+                "system", "text", to_text(args.get("content") or e.get("message")), timestamp=ts
+            )
+        elif action == "think":
+            self.echoes.update(k for k in (e.get("id"), meta.get("tool_call_id")) if k is not None)
+            yield s.unit("assistant", "thinking", thought, timestamp=ts)
+        elif action == "finish":
+            text = args.get("final_thought") or thought or e.get("message") or args.get("outputs")
+            yield s.unit("assistant", "text", to_text(text), timestamp=ts)
+        else:
+            response = (meta.get("model_response") or {}).get("id")
+            if thought.strip() and (response, thought) not in self.thoughts:
+                self.thoughts.add((response, thought))
+                yield s.unit("assistant", "text", thought.strip(), timestamp=ts)
+            name = meta.get("function_name") or action
+            call_id = meta.get("tool_call_id") or f"{s.session_id}:call:{e.get('id', s.index)}"
+            self.calls[call_id] = self.calls[e.get("id", call_id)] = (call_id, name)
+            self.pending.append((call_id, name))
+            yield s.unit(
+                "assistant",
+                "tool_call",
+                _tool_input(args, meta),
+                tool_name=name,
+                call_id=call_id,
+                timestamp=ts,
+            )
 
-def _action(s, e, action, args, meta, ts, calls, pending, thoughts, report) -> Iterator[Unit]:
-    source = e.get("source")
-    thought = args.get("thought") if isinstance(args.get("thought"), str) else ""
-    if action in _SILENT_ACTIONS:
-        report.skip(f"openhands {action} action")
-    elif action == "message":
-        text = to_text(args.get("content") or e.get("message"))
-        role = "assistant" if source == "agent" else "user"
-        yield s.unit(role, "text", text, timestamp=ts)
-    elif action == "system":
-        yield s.unit(
-            "system", "text", to_text(args.get("content") or e.get("message")), timestamp=ts
-        )
-    elif action == "think":
-        yield s.unit("assistant", "thinking", thought, timestamp=ts)
-        if meta.get("tool_call_id"):
-            calls[meta["tool_call_id"]] = ("", "think")  # its "thought logged" echo is dropped
-        if e.get("id") is not None:
-            calls[e["id"]] = ("", "think")
-    elif action == "finish":
-        text = (
-            args.get("final_thought") or thought or e.get("message") or to_text(args.get("outputs"))
-        )
-        yield s.unit("assistant", "text", to_text(text), timestamp=ts)
-    else:
-        response = (meta.get("model_response") or {}).get("id")
-        if thought.strip() and (response, thought) not in thoughts:
-            thoughts.add((response, thought))
-            yield s.unit("assistant", "text", thought.strip(), timestamp=ts)
-        name = meta.get("function_name") or action
-        call_id = meta.get("tool_call_id") or f"{s.session_id}:call:{e.get('id', s.index)}"
-        calls[call_id] = calls[e.get("id", call_id)] = (call_id, name)
-        pending.append((call_id, name))
-        yield s.unit(
-            "assistant",
-            "tool_call",
-            _tool_input(args, meta),
-            tool_name=name,
-            call_id=call_id,
+    def observation(self, e: dict, obs: str, meta: dict, ts: str | None) -> Iterator[Unit]:
+        cause, tool_call_id = e.get("cause"), meta.get("tool_call_id")
+        if cause in self.echoes or tool_call_id in self.echoes:
+            self.report.skip("openhands think echo")
+            return
+        if obs in _SILENT_OBSERVATIONS:
+            self.report.skip(f"openhands {obs} observation")
+            return
+        link = self.calls.get(cause) or self.calls.get(tool_call_id)
+        if link is None and "source" not in e and self.pending:
+            link = self.pending[0]  # flattened events: an observation answers the action before it
+        text = to_text(e.get("content") if e.get("content") is not None else e.get("message"))
+        if link is None or link not in self.pending:
+            if obs in _ERRORS:
+                # A call OpenHands rejected before running it (e.g. bad arguments) has no action;
+                # the error goes back to the model as user text.
+                yield self.s.unit("user", "text", text, is_error=True, timestamp=ts)
+            else:
+                self.report.skip("openhands observation without its action")
+            return
+        self.pending.remove(link)
+        # The file editor reports some failures only in its text ("ERROR:\nNo replacement ...").
+        error = obs in _ERRORS or _exit_code(e) not in (None, 0) or text.startswith("ERROR:")
+        yield self.s.unit(
+            "tool",
+            "tool_result",
+            text,
+            tool_name=link[1],
+            call_id=link[0],
+            is_error=error,
             timestamp=ts,
         )
-
-
-def _observation(s, e, obs, meta, ts, calls, pending, report) -> Iterator[Unit]:
-    link = calls.get(e.get("cause")) or calls.get(meta.get("tool_call_id"))
-    if link is None and "source" not in e and pending:
-        link = pending[0]  # flattened events: an observation answers the action before it
-    if link and link[1] == "think" and not link[0]:
-        report.skip("openhands think echo")
-        return
-    if obs in _SILENT_OBSERVATIONS:
-        report.skip(f"openhands {obs} observation")
-        return
-    text = to_text(e.get("content") if e.get("content") is not None else e.get("message"))
-    if link is None or link not in pending:
-        if obs in _ERRORS:
-            # A rejected call OpenHands never ran (e.g. bad arguments); it is fed back as user text.
-            yield s.unit("user", "text", text, is_error=True, timestamp=ts)
-        else:
-            report.skip("openhands observation without its action")
-        return
-    pending.remove(link)
-    yield s.unit(
-        "tool",
-        "tool_result",
-        text,
-        tool_name=link[1],
-        call_id=link[0],
-        # The file editor reports failures only in its text ("ERROR:\nNo replacement was performed").
-        is_error=obs in _ERRORS or _exit_code(e) not in (None, 0) or text.startswith("ERROR:"),
-        timestamp=ts,
-    )
 
 
 def _exit_code(e: dict) -> int | None:

@@ -17,13 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from winnow.data.readers.base import ReadReport, SessionBuilder, load_json, to_text
+from winnow.data.readers.base import ReadReport, SessionBuilder, guarded, load_json, to_text
 from winnow.data.schema import Unit
 
 _TRAJECTORY = re.compile(r'"trajectory"\s*:\s*\[')
 _HISTORY = re.compile(r'"history"\s*:\s*\[')
 _SWE_MESSAGE = re.compile(r'"agent"\s*:\s*"[^"]*"')
 _ROLE = re.compile(r'"role"\s*:\s*"(system|user|assistant|tool)"')
+_ROLES = ("system", "user", "assistant", "tool")
 # OpenHands output.jsonl lines also carry a `history`, of events with a `source`.
 _OPENHANDS = re.compile(r'"source"\s*:\s*"(agent|user|environment)"')
 
@@ -104,83 +105,64 @@ class SweAgentReader:
     ) -> Iterator[Unit]:
         for n, step in enumerate(steps):
             if not isinstance(step, dict):
-                report.problem(
-                    path,
-                    None,
-                    f"trajectory[{n}] is {type(step).__name__}, expected an object, step skipped",
-                )
+                where = f"trajectory[{n}] is {type(step).__name__}"
+                report.problem(path, None, f"{where}, expected an object, step skipped")
                 continue
-            thought = step.get("thought")
-            action = step.get("action")
-            if isinstance(thought, str) and thought.strip():
-                yield s.unit("assistant", "text", thought.strip())
-            if not isinstance(action, str) or not action.strip():
-                report.skip("swe-agent step without action")
-                continue
-            name = _tool_name(action)
-            call_id = f"{s.session_id}:call:{n}"
-            yield s.unit(
-                "assistant",
-                "tool_call",
-                to_text({"command": action.strip()}),
-                tool_name=name,
-                call_id=call_id,
-            )
-            yield s.unit(
-                "tool",
-                "tool_result",
-                to_text(step.get("observation")),
-                tool_name=name,
-                call_id=call_id,
-            )
+            yield from guarded(report, path, None, s, self._step(n, step, s, report))
+
+    def _step(self, n: int, step: dict, s: SessionBuilder, report: ReadReport) -> Iterator[Unit]:
+        thought, action = step.get("thought"), step.get("action")
+        if isinstance(thought, str) and thought.strip():
+            yield s.unit("assistant", "text", thought.strip())
+        if not isinstance(action, str) or not action.strip():
+            report.skip("swe-agent step without action")
+            return
+        name, call_id = _tool_name(action), f"{s.session_id}:call:{n}"
+        command = to_text({"command": action.strip()})
+        yield s.unit("assistant", "tool_call", command, tool_name=name, call_id=call_id)
+        observation = to_text(step.get("observation"))
+        yield s.unit("tool", "tool_result", observation, tool_name=name, call_id=call_id)
 
     def _history(
         self, path: Path, messages: list, s: SessionBuilder, report: ReadReport
     ) -> Iterator[Unit]:
         pending: list[tuple[str, str]] = []  # (call_id, tool_name) awaiting an observation
         for n, m in enumerate(messages):
-            if not isinstance(m, dict) or m.get("role") not in (
-                "system",
-                "user",
-                "assistant",
-                "tool",
-            ):
+            if not isinstance(m, dict) or m.get("role") not in _ROLES:
                 report.problem(path, None, f"history[{n}] is not a message (no role), skipped")
                 continue
-            role, content = m["role"], to_text(m.get("content"))
-            if role == "assistant":
-                thought = m.get("thought") if isinstance(m.get("thought"), str) else content
-                if thought.strip():
-                    yield s.unit("assistant", "text", thought.strip())
-                calls = _tool_calls(m.get("tool_calls"))
-                pending = []
-                for i, c in enumerate(calls):
-                    call_id = c.get("id") or f"{s.session_id}:call:{n}.{i}"
-                    name = (c.get("function") or {}).get("name") or "bash"
-                    pending.append((call_id, name))
-                    yield s.unit(
-                        "assistant", "tool_call", _arguments(c), tool_name=name, call_id=call_id
-                    )
-                action = m.get("action")
-                if not calls and isinstance(action, str) and action.strip():
-                    call_id, name = f"{s.session_id}:call:{n}", _tool_name(action)
-                    pending.append((call_id, name))
-                    yield s.unit(
-                        "assistant",
-                        "tool_call",
-                        to_text({"command": action.strip()}),
-                        tool_name=name,
-                        call_id=call_id,
-                    )
-            elif pending and role in ("user", "tool"):
-                # An observation answers the previous action; function-calling runs name the ids.
-                wanted = _ids(m.get("tool_call_ids"))
-                match = next((p for p in pending if p[0] in wanted), pending[0])
-                pending.remove(match)
-                yield s.unit("tool", "tool_result", content, tool_name=match[1], call_id=match[0])
-            else:
-                extra = {"is_demo": True} if m.get("is_demo") else {}
-                yield s.unit("user" if role == "tool" else role, "text", content, extra=extra)
+            yield from guarded(report, path, None, s, self._message(n, m, s, pending))
+
+    def _message(self, n: int, m: dict, s: SessionBuilder, pending: list) -> Iterator[Unit]:
+        role, content = m["role"], to_text(m.get("content"))
+        if role == "assistant":
+            thought = m.get("thought") if isinstance(m.get("thought"), str) else content
+            if thought.strip():
+                yield s.unit("assistant", "text", thought.strip())
+            pending.clear()
+            calls = _tool_calls(m.get("tool_calls"))
+            for i, c in enumerate(calls):
+                call_id = c.get("id") or f"{s.session_id}:call:{n}.{i}"
+                name = (c.get("function") or {}).get("name") or "bash"
+                pending.append((call_id, name))
+                yield s.unit(
+                    "assistant", "tool_call", _arguments(c), tool_name=name, call_id=call_id
+                )
+            action = m.get("action")
+            if not calls and isinstance(action, str) and action.strip():
+                call_id, name = f"{s.session_id}:call:{n}", _tool_name(action)
+                pending.append((call_id, name))
+                command = to_text({"command": action.strip()})
+                yield s.unit("assistant", "tool_call", command, tool_name=name, call_id=call_id)
+        elif pending and role in ("user", "tool"):
+            # An observation answers the previous action; function-calling runs name the ids.
+            wanted = _ids(m.get("tool_call_ids"))
+            match = next((p for p in pending if p[0] in wanted), pending[0])
+            pending.remove(match)
+            yield s.unit("tool", "tool_result", content, tool_name=match[1], call_id=match[0])
+        else:
+            extra = {"is_demo": True} if m.get("is_demo") else {}
+            yield s.unit("user" if role == "tool" else role, "text", content, extra=extra)
 
 
 def _ids(value: Any) -> set[str]:
