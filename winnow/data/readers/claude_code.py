@@ -152,8 +152,11 @@ class ClaudeCodeReader:
                 del seen[next(iter(seen))]
 
         session = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else path.stem
-        if obj.get("isSidechain") and isinstance(obj.get("agentId"), str):
-            session = f"{session}/agent-{obj['agentId']}"
+        if obj.get("isSidechain"):  # a subagent's turns share the parent's sessionId
+            agent = obj.get("agentId")
+            session = (
+                f"{session}/agent-{agent}" if isinstance(agent, str) else f"{session}/sidechain"
+            )
         ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
 
         def spec(role: str, unit_kind: str, text: str, **kw: Any) -> _Spec:
