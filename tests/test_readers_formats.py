@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -504,3 +505,54 @@ def test_real_traces(source):
     check_pairs(units)
     counts = Counter((u.role, u.kind) for u in units)
     print(f"\n{source}: {report.units} units, {dict(sorted(counts.items()))}")
+
+
+ODD_VALUES = [None, 0, -1, 1.5, True, "", "x", [], [1, "a"], {}, {"a": 1}, [{"type": 3}]]
+
+
+def _paths(obj, prefix=()):
+    yield prefix
+    items = (
+        obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    )
+    for k, v in items:
+        yield from _paths(v, (*prefix, k))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "swe-agent__test-repo-i1.traj",
+        "function_calling_simple.traj",
+        "wrong_initial_state.json",
+        "resolver_output.jsonl",
+        "openai_request.json",
+        "anthropic_request.json",
+    ],
+)
+def test_fields_of_any_type_never_raise(tmp_path, name):
+    """Any field replaced by a value of another type: problems are reported, units stay typed."""
+    rng = random.Random(name)
+    text = (FIXTURES / name).read_text()
+    jsonl = name.endswith(".jsonl")
+    original = json.loads(text.splitlines()[0] if jsonl else text)
+    paths = list(_paths(original))[1:]
+    for _ in range(40):
+        doc = json.loads(json.dumps(original))
+        for _ in range(rng.randint(1, 4)):
+            *parents, last = rng.choice(paths)
+            target = doc
+            try:
+                for k in parents:
+                    target = target[k]
+                target[last] = json.loads(json.dumps(rng.choice(ODD_VALUES)))
+            except (KeyError, IndexError, TypeError):
+                pass  # an earlier change removed this path
+        path = tmp_path / name
+        path.write_text(json.dumps(doc) + "\n" if jsonl else json.dumps(doc, indent=1))
+        units, report = read(path)
+        for u in units:
+            assert isinstance(u.text, str) and u.role in ("system", "user", "assistant", "tool")
+            assert u.call_id is None or isinstance(u.call_id, str)
+            assert u.tool_name is None or isinstance(u.tool_name, str)
+        assert all(p.startswith(str(path)) and "\n" not in p for p in report.problems)

@@ -13,7 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from winnow.data.readers.base import BadRecord, ReadReport, SessionBuilder, guarded, to_text
+from winnow.data.readers.base import (
+    BadRecord,
+    ReadReport,
+    SessionBuilder,
+    guarded,
+    string,
+    to_text,
+)
 from winnow.data.readers.openai_chat import conversations
 from winnow.data.schema import Unit
 
@@ -81,10 +88,8 @@ def _message(s: SessionBuilder, n: int, m: dict, names: dict, report: ReadReport
         elif kind == "thinking":
             yield s.unit(role, "thinking", to_text(b.get("thinking")))
         elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-            call_id = (
-                b.get("id") if isinstance(b.get("id"), str) else f"{s.session_id}:call:{s.index}"
-            )
-            name = names[call_id] = b.get("name") if isinstance(b.get("name"), str) else kind
+            call_id = string(b.get("id"), f"{s.session_id}:call:{s.index}")
+            name = names[call_id] = string(b.get("name"), kind)
             args = to_text(b.get("input") or {})
             yield s.unit("assistant", "tool_call", args, tool_name=name, call_id=call_id)
         elif (

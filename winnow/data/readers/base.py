@@ -89,6 +89,11 @@ class SessionBuilder:
         return u
 
 
+def string(value: Any, default: str | None = None) -> str | None:
+    """`value` when it is a non-empty string (an id, a tool name), else `default`."""
+    return value if isinstance(value, str) and value else default
+
+
 def to_text(value: Any) -> str:
     """Render a non-string payload (tool input, structured result) as compact JSON."""
     if value is None:

@@ -25,6 +25,7 @@ from winnow.data.readers.base import (
     iter_json_lines,
     load_json,
     read_head,
+    string,
     to_text,
 )
 from winnow.data.schema import Unit
@@ -161,12 +162,8 @@ class OpenAIChatReader:
                 fn = c.get("function") if isinstance(c, dict) else None
                 if not isinstance(fn, dict):
                     raise BadRecord(f"message {n} has a tool call without `function`")
-                name = fn.get("name") if isinstance(fn.get("name"), str) else "function"
-                call_id = (
-                    c.get("id")
-                    if isinstance(c.get("id"), str)
-                    else f"{s.session_id}:call:{s.index}"
-                )
+                name = string(fn.get("name"), "function")
+                call_id = string(c.get("id"), f"{s.session_id}:call:{s.index}")
                 calls.names[call_id] = name
                 if c.get("legacy"):
                     calls.legacy.append(call_id)
@@ -176,7 +173,7 @@ class OpenAIChatReader:
             call_id = m.get("tool_call_id") if role == "tool" else (calls.legacy or [None]).pop(0)
             if not isinstance(call_id, str):
                 raise BadRecord(f"message {n} (`{role}`) answers no tool call")
-            name = calls.names.get(call_id) or m.get("name")
+            name = calls.names.get(call_id) or string(m.get("name"))
             text = "\n".join(self._texts(content, report, keep_empty=True))
             yield s.unit("tool", "tool_result", text, tool_name=name, call_id=call_id)
 

@@ -28,6 +28,7 @@ from winnow.data.readers.base import (
     iter_json_lines,
     load_json,
     read_head,
+    string,
     to_text,
 )
 from winnow.data.schema import Unit
@@ -200,8 +201,8 @@ class _Events:
             if thought.strip() and (response, thought) not in self.thoughts:
                 self.thoughts.add((response, thought))
                 yield s.unit("assistant", "text", thought.strip(), timestamp=ts)
-            name = meta.get("function_name") or action
-            call_id = meta.get("tool_call_id") or f"{s.session_id}:call:{e.get('id', s.index)}"
+            name = string(meta.get("function_name"), action)
+            call_id = string(meta.get("tool_call_id"), f"{s.session_id}:call:{s.index}")
             self.calls[call_id] = self.calls[e.get("id", call_id)] = (call_id, name)
             self.pending.append((call_id, name))
             yield s.unit(

@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from winnow.data.readers.base import ReadReport, SessionBuilder, guarded, load_json, to_text
+from winnow.data.readers.base import (
+    ReadReport,
+    SessionBuilder,
+    guarded,
+    load_json,
+    string,
+    to_text,
+)
 from winnow.data.schema import Unit
 
 _TRAJECTORY = re.compile(r'"trajectory"\s*:\s*\[')
@@ -142,8 +149,8 @@ class SweAgentReader:
             pending.clear()
             calls = _tool_calls(m.get("tool_calls"))
             for i, c in enumerate(calls):
-                call_id = c.get("id") or f"{s.session_id}:call:{n}.{i}"
-                name = (c.get("function") or {}).get("name") or "bash"
+                call_id = string(c.get("id"), f"{s.session_id}:call:{n}.{i}")
+                name = string((c.get("function") or {}).get("name"), "bash")
                 pending.append((call_id, name))
                 yield s.unit(
                     "assistant", "tool_call", _arguments(c), tool_name=name, call_id=call_id
