@@ -78,6 +78,17 @@ def exit_code(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_TEST_FAIL = re.compile(
+    r"\b[1-9]\d* (?:failed|failing|failures?)\b|^FAIL\b|\bFAILED\b|^--- FAIL|\bERROR task failed",
+    re.M,
+)
+
+
+def has_test_failure(text: str) -> bool:
+    """A failing test count or FAIL/FAILED marker."""
+    return _TEST_FAIL.search(text) is not None
+
+
 def has_test_pass(text: str) -> bool:
     """A passing test or lint run summary."""
     return _TEST_PASS.search(text) is not None
@@ -194,6 +205,11 @@ def has_architecture_words(text: str) -> bool:
     return _ARCHITECTURE.search(text) is not None
 
 
+def architecture_word_count(text: str) -> int:
+    """Distinct structure words and arrows ('handles', 'module', 'A -> B') in a text."""
+    return len({m.group(0).lower() for m in _ARCHITECTURE.finditer(text)})
+
+
 def has_weighing_words(text: str) -> bool:
     """Deliberation without a choice: alternatively, either/or, maybe, trade-off, whether."""
     return _WEIGHING.search(text) is not None
@@ -215,7 +231,8 @@ _ACK = re.compile(
     _I,
 )
 _ANNOUNCE = re.compile(
-    r"^\s*(?:(?:now|next|first|ok(?:ay)?|good|great|perfect|alright)[,.!]?\s+)?"
+    r"^\s*(?:[^.!?:\n]{1,60}[.!]\s+)?"  # a short lead-in: "The filter.go changes look good."
+    r"(?:(?:now|next|first|ok(?:ay)?|good|great|perfect|alright)[,.!]?\s+)?"
     r"(?:let me|let's|i'?ll|i will|i'?m going to|i need to|now (?:i'?ll|let me|let's|update|add|run|fix|check)|"
     r"going to|moving on to|i should (?:check|look|read|run|verify|search|see)|checking|looking at|reading|running|searching)\b",
     _I,
@@ -238,6 +255,20 @@ def is_acknowledgment(text: str) -> bool:
 def is_announcement(text: str) -> bool:
     """Starts like a next-step note: 'Let me check...', 'Now I'll...', 'Running the tests'."""
     return _ANNOUNCE.match(text) is not None
+
+
+_SUMMARY = re.compile(
+    r"here'?s (?:a |the )?(?:summary|what (?:changed|i did|was done))|summary of (?:the )?changes|"
+    r"^#+ *(?:summary|changes made|what (?:changed|shipped))|changes made:|to summari[sz]e|"
+    r"^\W*(?:(?:perfect|great|done|excellent)\W+)?(?:i'?ve|i have|we'?ve) (?:now )?(?:successfully )?"
+    r"(?:added|updated|fixed|changed|removed|created|implemented|made|applied|refactored|resolved|completed)",
+    _IM,
+)
+
+
+def has_summary_words(text: str) -> bool:
+    """Opens a summary of work: "Here's a summary", "## Changes made", "To summarize"."""
+    return _SUMMARY.search(text) is not None
 
 
 def is_bare_done(text: str) -> bool:
@@ -372,7 +403,7 @@ def tool_class(tool_name: str | None) -> str | None:
 
 
 _SHELL_WRITE = re.compile(
-    r"apply_patch|\*\*\* Begin Patch|<<\s*['\"]?EOF|\bsed -i|\btee\b|(?<![<>2&])>(?!&)\s*[\w./~-]+\.\w+|"
+    r"apply_patch|\*\*\* Begin Patch|\bsed -i|\btee\b|(?<![<>2&])>(?!&)\s*[\w./~-]+\.\w+|"
     r"Set-Content|Out-File|Add-Content|\bpatch -p",
     _I,
 )
@@ -406,6 +437,7 @@ CUE_FUNCTIONS: dict[str, Callable[[str], bool]] = {
     "has_code": has_code,
     "has_error_signal": has_error_signal,
     "has_test_pass": has_test_pass,
+    "has_test_failure": has_test_failure,
     "has_path": has_path,
     "has_url": has_url,
     "has_requirement_words": has_requirement_words,
@@ -418,6 +450,7 @@ CUE_FUNCTIONS: dict[str, Callable[[str], bool]] = {
     "is_acknowledgment": is_acknowledgment,
     "is_announcement": is_announcement,
     "is_bare_done": is_bare_done,
+    "has_summary_words": has_summary_words,
     "is_greeting": is_greeting,
     "is_boilerplate_marker": is_boilerplate_marker,
     "is_placeholder": is_placeholder,

@@ -45,6 +45,8 @@ class LabelerConfig:
     summary_min_words: int = 15  # a "Done. ..." this long that lists specifics is explanation
     final_ref_min_shared: int = 2  # identifiers shared with the final answer to lean must-keep
     architecture_min_ids: int = 2  # architecture words must name this many paths/identifiers
+    architecture_min_words: int = 2  # distinct structure words ('handles', 'module', '->') needed
+    constraint_max_words: int = 80  # a longer user message is a task that may mention limits
     final_min_words: int = 8  # the final answer is the last assistant text at least this long
 
 
@@ -242,7 +244,8 @@ def empty_content(u: Unit, s: Session, i: int) -> str | None:
 def tool_error(u: Unit, s: Session, i: int) -> str | None:
     """A tool result the tool marked as an error, or one reporting a non-zero exit."""
     if u.kind == "tool_result" and (u.is_error or cues.exit_code(u.text[:2000])):
-        return "error"
+        if not cues.is_boilerplate_marker(u.text):  # "[Request interrupted by user]" stays noise
+            return "error"
     return None
 
 
@@ -323,7 +326,10 @@ def first_request(u: Unit, s: Session, i: int) -> str | None:
 def user_constraint(u: Unit, s: Session, i: int) -> str | None:
     """User 'don't / must / never / only / keep / avoid ...'."""
     if u.role == "user" and u.kind == "text" and cues.has_constraint_words(u.text):
-        # "can you add tests so we don't break this?" asks for work: a requirement.
+        # "can you add tests so we don't break this?" asks for work, and a pasted issue that
+        # says "only" somewhere is a task: both are requirements.
+        if cues.word_count(u.text) > s.config.constraint_max_words:
+            return None
         if not cues.is_question(u.text) and not cues.starts_with_request(u.text):
             return "constraint"
     return None
@@ -354,8 +360,8 @@ def greeting(u: Unit, s: Session, i: int) -> str | None:
 
 @lf(CUE)
 def pasted_error(u: Unit, s: Session, i: int) -> str | None:
-    """A user pasting a traceback or failing output."""
-    if u.role == "user" and u.kind == "text" and cues.has_error_signal(u.text):
+    """A user pasting a traceback or failing output; an error the client printed (system)."""
+    if u.role in ("user", "system") and u.kind == "text" and cues.has_error_signal(u.text):
         return "error"
     return None
 
@@ -384,8 +390,7 @@ def _is_work_summary(u: Unit, s: Session) -> bool:
         and cues.word_count(t) >= s.config.summary_min_words
         and (
             cues.is_bare_done(t.split("\n", 1)[0].split(". ", 1)[0] + ".")
-            or "\n- " in t
-            or "\n1. " in t
+            or cues.has_summary_words(t)
         )
         and (cues.has_path(t) or len(cues.extract_identifiers(t)) >= 2)
     )
@@ -403,9 +408,11 @@ def decision_words(u: Unit, s: Session, i: int) -> str | None:
 @lf(CUE)
 def architecture_words(u: Unit, s: Session, i: int) -> str | None:
     """'X handles Y', 'module', 'flows into' naming several files or identifiers."""
-    if u.role == "assistant" and _prose(u) and cues.has_architecture_words(u.text):
-        if not cues.is_announcement(u.text):
-            if len(cues.extract_identifiers(u.text)) >= s.config.architecture_min_ids:
+    if u.role != "assistant" or not _prose(u) or cues.is_announcement(u.text):
+        return None
+    if cues.architecture_word_count(u.text) >= s.config.architecture_min_words:
+        if len(cues.extract_identifiers(u.text)) >= s.config.architecture_min_ids:
+            if not _is_work_summary(u, s):
                 return "architecture"
     return None
 
@@ -419,7 +426,7 @@ def work_summary(u: Unit, s: Session, i: int) -> str | None:
 @lf(CUE)
 def code_in_text(u: Unit, s: Session, i: int) -> str | None:
     """Prose that is mostly code (a fenced block, a diff)."""
-    if _prose(u) and u.role != "system" and cues.has_code(u.text):
+    if _prose(u) and u.role != "system" and cues.has_code(u.text) and not _is_work_summary(u, s):
         return "code"
     return None
 
@@ -462,7 +469,11 @@ def thinking_weighs(u: Unit, s: Session, i: int) -> str | None:
 @lf(CUE)
 def result_error_text(u: Unit, s: Session, i: int) -> str | None:
     """Failing tests, tracebacks, compiler errors in a (non file-read) tool result."""
-    if u.kind == "tool_result" and _call_class(u, s) != "read" and cues.has_error_signal(u.text):
+    if u.kind != "tool_result" or _call_class(u, s) not in ("shell", None):
+        return None  # file contents and sub-agent reports mention errors without being one
+    if cues.has_error_signal(u.text):
+        if cues.has_test_pass(u.text) and not cues.has_test_failure(u.text):
+            return None  # a passing run that logs errors along the way
         return "error"
     return None
 
@@ -486,13 +497,17 @@ def result_code(u: Unit, s: Session, i: int) -> str | None:
 @lf(CUE)
 def edit_confirmation(u: Unit, s: Session, i: int) -> str | None:
     """'The file X has been updated successfully.': a bare action receipt."""
-    if (
-        u.kind == "tool_result"
-        and _call_class(u, s) in ("edit", "task")
-        and not cues.has_code(u.text)
-    ):
+    if u.kind == "tool_result" and _call_class(u, s) == "edit" and not cues.has_code(u.text):
         return "status"
     return None
+
+
+@lf(CUE)
+def task_report(u: Unit, s: Session, i: int) -> str | None:
+    """A sub-agent's report explains; a task-bookkeeping receipt ('Updated task #1') is status."""
+    if u.kind != "tool_result" or _call_class(u, s) != "task" or u.text.startswith("Async agent"):
+        return None
+    return "explanation" if cues.word_count(u.text) > s.config.short_words * 3 else "status"
 
 
 @lf(CUE)
