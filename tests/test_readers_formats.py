@@ -353,6 +353,21 @@ def test_openai_jsonl_shapes(tmp_path):
         assert not report.problems and shape(units) == expected
 
 
+def test_request_log_of_one_conversation_is_read_once(tmp_path):
+    """A proxy log repeats the whole conversation in every request; only the longest is read."""
+    messages = json.loads((FIXTURES / "openai_request.json").read_text())["messages"]
+    other = [{"role": "user", "content": "What does `git rebase --onto` do?"}]
+    log = tmp_path / "proxy.jsonl"
+    turns = [messages[:2], messages[:5], messages[:9], messages, other]
+    log.write_text("".join(json.dumps({"model": "gpt-4.1", "messages": m}) + "\n" for m in turns))
+    units, report = read(log)
+    assert list(dict.fromkeys(u.session_id for u in units)) == ["proxy-1", "proxy-5"]
+    assert shape([u for u in units if u.session_id == "proxy-1"]) == shape(
+        read(FIXTURES / "openai_request.json")[0]
+    )
+    assert report.skipped["request repeating an earlier request's messages"] == 3
+
+
 def test_anthropic_request():
     units, report = read(FIXTURES / "anthropic_request.json")
     assert not report.problems and dict(report.formats) == {"anthropic_messages": 1}

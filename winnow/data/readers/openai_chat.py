@@ -51,9 +51,34 @@ def _session_name(record: dict, default: str) -> str:
     return default
 
 
-def conversations(path: Path, report: ReadReport) -> Iterator[tuple[str, dict, list, int | None]]:
-    """`(session_id, request, messages, line)` for each conversation in a file of any shape."""
-    path = Path(path)
+Conversation = tuple[str, dict, list, int | None]  # (session id, request, messages, line)
+
+
+def conversations(path: Path, report: ReadReport) -> Iterator[Conversation]:
+    """Each conversation in a file of any shape.
+
+    A log of successive requests of one conversation repeats every earlier message in each
+    request: a request that starts with all of the previous one's messages continues its
+    conversation, so only the longest is read (once, under the first request's name).
+    """
+    last: Conversation | None = None
+    for conv in _requests(Path(path), report):
+        if (
+            last is not None
+            and 0 < len(last[2]) <= len(conv[2])
+            and conv[2][: len(last[2])] == last[2]
+        ):
+            report.skip("request repeating an earlier request's messages")
+            last = (last[0], conv[1], conv[2], conv[3])
+            continue
+        if last is not None:
+            yield last
+        last = conv
+    if last is not None:
+        yield last
+
+
+def _requests(path: Path, report: ReadReport) -> Iterator[Conversation]:
     head = read_head(path).lstrip()
     first_line = head.split("\n", 1)[0].strip()
     if head.startswith("[") or first_line == "{":
