@@ -61,11 +61,11 @@ class AiderReader:
                 path, raw.count(b"\n", 0, e.start) + 1, "invalid UTF-8, decoded with replacement"
             )
             text = raw.decode("utf-8", errors="replace")
-        for session in _sessions(text.splitlines(), report):
-            yield from _units(session, report)
+        for session in _sessions(text.splitlines()):
+            yield from _units(session)
 
 
-def _sessions(lines: list[str], report: ReadReport) -> Iterator[_Session]:
+def _sessions(lines: list[str]) -> Iterator[_Session]:
     seen: dict[str, int] = {}
     current = _Session("aider:untimed", None)
     i = 0
@@ -139,7 +139,7 @@ def _blocks(lines: list[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
         yield kind, run
 
 
-def _units(session: _Session, report: ReadReport) -> Iterator[Unit]:
+def _units(session: _Session) -> Iterator[Unit]:
     s = SessionBuilder(session.id)
     ts = session.timestamp
     open_edits: list[_Edit] = []  # edits of the last assistant message not yet answered
@@ -148,6 +148,7 @@ def _units(session: _Session, report: ReadReport) -> Iterator[Unit]:
         if not text.strip():
             continue
         if kind == "user":
+            open_edits = []
             yield s.unit("user", "text", text, timestamp=ts)
         elif kind == "assistant":
             open_edits = []
