@@ -149,12 +149,13 @@ def test_openhands_flattened_resolver_output_pairs_by_order():
     check_pairs(units)
 
 
-def test_openhands_per_event_files_read_once_as_a_session(tmp_path):
+@pytest.mark.parametrize("indent", [None, 2])
+def test_openhands_per_event_files_read_once_as_a_session(tmp_path, indent):
     events = json.loads((FIXTURES / "wrong_initial_state.json").read_text())
     folder = tmp_path / "sessions" / "abc123" / "events"
     folder.mkdir(parents=True)
     for n, e in enumerate(events):
-        (folder / f"{n}.json").write_text(json.dumps(e, indent=2))
+        (folder / f"{n}.json").write_text(json.dumps(e, indent=indent))
     report = ReadReport()
     units = list(read_paths([tmp_path], report))
     expected, _ = read(FIXTURES / "wrong_initial_state.json")

@@ -73,27 +73,26 @@ class OpenHandsReader:
 
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
         path = Path(path)
-        head = read_head(path).lstrip()
-        if head.startswith("[") or head.startswith("{\n") or head.startswith("{\r\n"):
+        first_line = read_head(path).lstrip().split("\n", 1)[0].strip()
+        if first_line.startswith("[") or first_line == "{":  # one (pretty-printed) document
             data = load_json(path, report)
             if isinstance(data, list):
                 yield from _session(path.stem, data, path, report)
-            elif isinstance(data, dict) and isinstance(data.get("history"), list):
-                yield from _session(_instance_id(data, path.stem), data["history"], path, report)
-            elif isinstance(data, dict):
-                yield from self._event_file(path, data, report)
-            elif data is not None:
-                report.problem(
-                    path, 1, f"expected a list of events, got {type(data).__name__}, file skipped"
-                )
-            return
+                return
+            if not isinstance(data, dict):
+                if data is not None:
+                    what = type(data).__name__
+                    report.problem(path, 1, f"expected events, got {what}, file skipped")
+                return
+            records: Iterable[tuple[int | None, Any]] = [(None, data)]
+        else:
+            records = iter_json_lines(path, report)
         events: list[dict] = []
         seen: set[str] = set()
-        for lineno, obj in iter_json_lines(path, report):
+        for lineno, obj in records:
             if not isinstance(obj, dict):
-                report.problem(
-                    path, lineno, f"expected an object, got {type(obj).__name__}, line skipped"
-                )
+                what = type(obj).__name__
+                report.problem(path, lineno, f"expected an object, got {what}, line skipped")
             elif isinstance(obj.get("history"), list):
                 sid = _instance_id(obj, f"{path.stem}-{lineno}")
                 sid = sid if sid not in seen else f"{sid}-{lineno}"
@@ -101,7 +100,9 @@ class OpenHandsReader:
                 yield from _session(sid, obj["history"], path, report, lineno)
             else:
                 events.append(obj)
-        if events:
+        if len(events) == 1 and path.stem.isdigit():
+            yield from self._event_file(path, events[0], report)
+        elif events:
             yield from _session(path.stem, events, path, report)
 
     def _event_file(self, path: Path, event: dict, report: ReadReport) -> Iterator[Unit]:
@@ -109,11 +110,8 @@ class OpenHandsReader:
         siblings = sorted(
             (p for p in path.parent.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)
         )
-        if path.stem.isdigit() and siblings and siblings[0] != path:
+        if siblings and siblings[0] != path:
             report.skip("openhands event file (read with its session's first event)")
-            return
-        if not path.stem.isdigit():
-            yield from _session(path.stem, [event], path, report)
             return
         events = []
         for p in siblings:
