@@ -1,0 +1,70 @@
+"""Merge the annotators' raw labels into the gold set and measure their agreement.
+
+Each unit's label is the one given by the annotator whose slice it belongs to
+(data/labels/raw/owners.json); units labelled twice (the blind overlap) give the agreement.
+
+    python scripts/merge_labels.py data/labels/raw -o data/labels/gold.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from winnow.data.schema import CATEGORIES
+
+
+def cohen_kappa(a: list[str], b: list[str]) -> float:
+    n = len(a)
+    po = sum(x == y for x, y in zip(a, b)) / n
+    ca, cb = Counter(a), Counter(b)
+    pe = sum(ca[c] * cb[c] for c in CATEGORIES) / (n * n)
+    return (po - pe) / (1 - pe) if pe < 1 else 1.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("raw", type=Path)
+    ap.add_argument("-o", "--out", type=Path, required=True)
+    args = ap.parse_args()
+    owners = json.loads((args.raw / "owners.json").read_text())
+    labels: dict[str, dict[int, str]] = {}
+    for f in sorted(args.raw.glob("annotator_*.jsonl")):
+        who = int(f.stem.split("_")[1])
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            rec = json.loads(line)
+            if rec["category"] not in CATEGORIES:
+                raise SystemExit(f"{f}:{n}: unknown category {rec['category']!r}")
+            labels.setdefault(rec["id"], {})[who] = rec["category"]
+
+    gold, first, second = [], [], []
+    confusions: Counter = Counter()
+    for uid, by in labels.items():
+        owner = owners.get(uid)
+        if owner in by:
+            gold.append({"id": uid, "category": by[owner]})
+        if len(by) == 2:
+            other = next(w for w in by if w != owner)
+            first.append(by[owner])
+            second.append(by[other])
+            if by[owner] != by[other]:
+                confusions[tuple(sorted((by[owner], by[other])))] += 1
+    gold.sort(key=lambda r: r["id"])
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in gold))
+    agree = sum(x == y for x, y in zip(first, second))
+    report = {
+        "gold_units": len(gold),
+        "double_labelled": len(first),
+        "raw_agreement": round(agree / len(first), 4) if first else None,
+        "cohen_kappa": round(cohen_kappa(first, second), 4) if first else None,
+        "distribution": dict(Counter(r["category"] for r in gold).most_common()),
+        "top_disagreements": {f"{a} / {b}": n for (a, b), n in confusions.most_common(8)},
+    }
+    (args.out.parent / "agreement.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
