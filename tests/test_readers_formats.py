@@ -52,7 +52,7 @@ def check_pairs(units) -> None:
 
 def test_swe_agent_trajectory_steps_become_paired_calls():
     units, report = read(FIXTURES / "swe-agent__test-repo-i1.traj")
-    assert not report.problems and dict(report.formats) == {"swe-agent": 1}
+    assert not report.problems and dict(report.formats) == {"swe_agent": 1}
     assert {u.session_id for u in units} == {"swe-agent__test-repo-i1"}
     # System prompt, the demonstration, the task; then thought, action, observation per step.
     assert shape(units[:3]) == [
@@ -445,7 +445,7 @@ def test_normalized_bad_records_are_reported_and_skipped(tmp_path):
 @pytest.mark.parametrize(
     "fixture, misleading, fmt",
     [
-        ("swe-agent__test-repo-i1.traj", "output.jsonl", "swe-agent"),
+        ("swe-agent__test-repo-i1.traj", "output.jsonl", "swe_agent"),
         ("output.jsonl", "trajectory.traj", "openhands"),
         ("wrong_initial_state.json", "chat.md", "openhands"),
         ("aider.chat.history.md", "session.jsonl", "aider"),

@@ -67,7 +67,7 @@ def _arguments(call: dict) -> str:
 class SweAgentReader:
     """Reads SWE-agent `.traj` JSON files: one session per file."""
 
-    name = "swe-agent"
+    name = "swe_agent"
 
     def sniff(self, head: str) -> bool:
         if not head.lstrip().startswith("{") or _OPENHANDS.search(head):
