@@ -143,19 +143,23 @@ class SemanticCompressor:
                 cats[i] = p if isinstance(p, str) else p.category
         return cats  # type: ignore[return-value]
 
-    def compress(self, units: Iterable[Unit | dict], token_limit: int | None) -> CompressionResult:
-        """Compress under `token_limit` tokens; with None, apply every category's strategy in full."""
+    def compress(
+        self, units: Iterable[Unit | dict], token_limit: int | None = None, *, eager: bool = False
+    ) -> CompressionResult:
+        """Compress under `token_limit` tokens, doing only what the limit needs.
+
+        With `eager` (or no limit), every category's strategy is applied in full first.
+        """
         units = [as_unit(u) for u in units]
         plan = _Plan(units, self.categorize(units), self)
+        if eager or token_limit is None:
+            plan.apply_strategies(None)
         if token_limit is not None and plan.total > token_limit:
+            # fail before any summary is paid for
             protected = sum(s.tokens for s in plan.slots if s.protected)
             if protected > token_limit and self.config.on_must_keep_overflow == "error":
-                raise MustKeepOverflow(
-                    protected, token_limit
-                )  # fail before any summary is paid for
+                raise MustKeepOverflow(protected, token_limit)
             plan.fit(token_limit)
-        elif token_limit is None:
-            plan.apply_strategies(None)
         return plan.result(token_limit)
 
 
@@ -190,6 +194,7 @@ class _Slot:
     tokens: int
     action: str = "kept"
     placeholder: bool = False  # a stand-in that only keeps a tool pair whole
+    tried: bool = False  # its category's strategy has been applied
     into: str | None = None  # merged: the id of the unit it went into
     members: list[int] = field(default_factory=list)  # merged group head: the other members
 
@@ -208,7 +213,7 @@ class _Plan:
             n = unit_tokens(u, comp.counter)
             self.slots.append(_Slot(u, c, c in protected, n, u, n))
         self.total = sum(s.tokens for s in self.slots)
-        self.partner = _pair_links(units)
+        self.partner = pair_links(units)
 
     # -- tiers -----------------------------------------------------------------------------
 
@@ -233,8 +238,9 @@ class _Plan:
             if strategy == "verbatim":
                 continue
             for i, s in enumerate(self.slots):
-                if s.category != cat or s.out is None or s.action != "kept":
+                if s.category != cat or s.out is None or s.action != "kept" or s.tried:
                     continue
+                s.tried = True  # a strategy that saved nothing is not paid for twice
                 self._apply(i, strategy)
                 if limit is not None and self.total <= limit:
                     return True
@@ -438,7 +444,7 @@ def orphan_call_ids(units: Iterable[Unit]) -> set[str]:
     return calls ^ results
 
 
-def _pair_links(units: Sequence[Unit]) -> dict[int, int]:
+def pair_links(units: Sequence[Unit]) -> dict[int, int]:
     """index -> partner index, for each tool call whose result is also present (first of each)."""
     calls: dict[str, int] = {}
     results: dict[str, int] = {}
@@ -464,4 +470,5 @@ __all__ = [
     "SemanticCompressor",
     "UnitRecord",
     "orphan_call_ids",
+    "pair_links",
 ]

@@ -1,0 +1,287 @@
+"""Rendering to the provider formats and cache-aware compression (stable prefix, breakpoints)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+from test_compressor import COMPRESSOR, FORMATS, REAL, transcripts, unit
+
+from winnow.serving.cache import CacheAwareCompressor, CacheConfig
+from winnow.serving.render import min_cacheable_tokens, scrub_volatile, to_anthropic, to_openai
+from winnow.serving.tokens import unit_tokens
+
+
+def assert_valid_anthropic(body: dict) -> None:
+    """What the Messages API checks: roles alternate from user, every tool_use is answered first
+    thing in the next message, no tool_result without its tool_use, no empty text, <= 4 breakpoints."""
+    msgs = body["messages"]
+    if not msgs:  # nothing but empty text: nothing to send
+        return
+    assert msgs[0]["role"] == "user"
+    for a, b in zip(msgs, msgs[1:], strict=False):
+        assert a["role"] != b["role"]
+    marks = [blk for blk in body.get("system", []) if "cache_control" in blk]
+    for i, m in enumerate(msgs):
+        assert m["content"]
+        for blk in m["content"]:
+            assert blk["type"] in ("text", "tool_use", "tool_result")
+            if blk["type"] == "text":
+                assert blk["text"].strip()
+            if "cache_control" in blk:
+                marks.append(blk)
+        uses = [blk["id"] for blk in m["content"] if blk["type"] == "tool_use"]
+        if m["role"] == "assistant":
+            assert all(blk["type"] != "tool_result" for blk in m["content"])
+            if uses:
+                nxt = msgs[i + 1]["content"]
+                assert [blk.get("tool_use_id") for blk in nxt[: len(uses)]] == uses
+        else:
+            assert not uses
+            prev = msgs[i - 1]["content"] if i else []
+            prev_uses = {blk["id"] for blk in prev if blk["type"] == "tool_use"}
+            results = [blk for blk in m["content"] if blk["type"] == "tool_result"]
+            assert all(r["tool_use_id"] in prev_uses for r in results)
+            assert m["content"][: len(results)] == results  # results first
+    assert len(marks) <= 4
+    ttls = [blk["cache_control"]["ttl"] for blk in marks]
+    assert ttls == sorted(ttls, key=["1h", "5m"].index)
+
+
+def assert_valid_openai(body: dict) -> None:
+    """Every tool_call answered by `tool` messages right after; no `tool` message without its call."""
+    msgs = body["messages"]
+    pending: list[str] = []
+    for m in msgs:
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in pending
+            pending.remove(m["tool_call_id"])
+            continue
+        assert not pending, f"tool calls {pending} not answered before a {m['role']} message"
+        if m["role"] == "assistant":
+            pending = [c["id"] for c in m.get("tool_calls", [])]
+            assert m["content"] or pending
+            for c in m.get("tool_calls", []):
+                assert isinstance(json.loads(c["function"]["arguments"]), dict)
+        else:
+            assert m["content"].strip()
+    assert not pending
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_real_excerpts_render_valid(name: str) -> None:
+    units = REAL[name]
+    assert_valid_anthropic(to_anthropic(units))
+    assert_valid_openai(to_openai(units))
+    total = sum(unit_tokens(u, COMPRESSOR.counter) for u in units)
+    try:
+        out = COMPRESSOR.compress(units, int(total * 0.3)).units
+    except ValueError:  # must-keep overflow on this excerpt: nothing to render
+        return
+    assert_valid_anthropic(to_anthropic(out))
+    assert_valid_openai(to_openai(out))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(units=transcripts(), share=hs.floats(0.05, 1.0))
+def test_generated_transcripts_render_valid(units, share) -> None:
+    assert_valid_anthropic(to_anthropic(units))
+    assert_valid_openai(to_openai(units))
+    total = sum(unit_tokens(u, COMPRESSOR.counter) for u in units)
+    try:
+        out = COMPRESSOR.compress(units, max(1, int(total * share))).units
+    except ValueError:
+        return
+    if out:
+        assert_valid_anthropic(to_anthropic(out))
+        assert_valid_openai(to_openai(out))
+
+
+def test_render_shapes() -> None:
+    units = [
+        unit(0, "boilerplate", "You are a coding agent.", "system"),
+        unit(1, "requirement", "Fix the login bug.", "user"),
+        unit(2, "status", "Let me look.", "assistant", "thinking"),
+        unit(
+            3,
+            "status",
+            '{"file_path":"a.py"}',
+            "assistant",
+            "tool_call",
+            tool_name="Read",
+            call_id="t/1",
+        ),
+        unit(4, "code", "def login(): ...", "tool", "tool_result", tool_name="Read", call_id="t/1"),
+        unit(
+            5,
+            "status",
+            '{"command":"pytest"}',
+            "assistant",
+            "tool_call",
+            tool_name="Bash",
+            call_id="t2",
+        ),
+    ]
+    body = to_anthropic(units, [(1, "1h"), (4, "5m")])
+    assert body["system"] == [{"type": "text", "text": "You are a coding agent."}]
+    first, call, results, call2, pending = body["messages"]
+    assert first["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert [b["type"] for b in call["content"]] == ["text", "tool_use"]
+    assert call["content"][0]["text"] == "[thinking] Let me look."
+    assert call["content"][1] == {
+        "type": "tool_use",
+        "id": "t_1",
+        "name": "Read",
+        "input": {"file_path": "a.py"},
+    }
+    assert results["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "t_1",
+            "content": "def login(): ...",
+            "cache_control": {"type": "ephemeral", "ttl": "5m"},
+        }
+    ]
+    assert call2["content"][0]["input"] == {"command": "pytest"}
+    assert pending["content"] == [
+        {"type": "tool_result", "tool_use_id": "t2", "content": "[no result recorded]"}
+    ]
+    oa = to_openai(units)["messages"]
+    assert [m["role"] for m in oa] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert oa[4]["tool_calls"][0]["function"] == {
+        "name": "Bash",
+        "arguments": '{"command":"pytest"}',
+    }
+    with pytest.raises(ValueError, match="1h cache breakpoint cannot come after"):
+        to_anthropic(units, [(1, "5m"), (4, "1h")])
+    with pytest.raises(ValueError, match="at most 4"):
+        to_anthropic(units, [(i, "5m") for i in range(5)])
+
+
+def test_scrub_masks_timestamps() -> None:
+    assert scrub_volatile("built 2026-02-13T09:22:03.454Z ok") == "built <time> ok"
+    assert min_cacheable_tokens("claude-haiku-4-5") == 2048
+    assert min_cacheable_tokens("claude-sonnet-4-6") == 1024
+
+
+# --- cache-aware compression ----------------------------------------------------------------
+
+
+def conversation() -> list:
+    """A real session (claude_code and codex excerpts back to back) as one growing conversation."""
+    return [
+        dataclasses.replace(u, session_id="conv", index=i)
+        for i, u in enumerate(REAL["claude_code"] + REAL["codex"])
+    ]
+
+
+def prefix_bytes(body: dict) -> bytes:
+    """What a prompt cache matches for the last 1h breakpoint: everything up to that block."""
+    blocks: list = [("system", b) for b in body.get("system", [])]
+    blocks += [(i, m["role"], b) for i, m in enumerate(body["messages"]) for b in m["content"]]
+    last = max(i for i, b in enumerate(blocks) if b[-1].get("cache_control", {}).get("ttl") == "1h")
+    return json.dumps(blocks[: last + 1], ensure_ascii=False).encode()
+
+
+def test_appending_turns_keeps_the_rendered_prefix_byte_identical() -> None:
+    full = conversation()
+    cac = CacheAwareCompressor(
+        COMPRESSOR, CacheConfig(keep_last_steps=2, split_every=4, min_cacheable_tokens=1024)
+    )
+    early, later = full[:54], full
+    assert cac.split(early) == cac.split(later) > 0  # the split does not move
+    first = cac.compress(early, 6000)
+    second = cac.compress(later, 6000)
+    assert first.prefix_len > 0 and first.breakpoints[0][1] == "1h"
+    a, b = first.to_anthropic(), second.to_anthropic()
+    assert_valid_anthropic(a)
+    assert_valid_anthropic(b)
+    assert prefix_bytes(a) == prefix_bytes(b)
+    assert len(prefix_bytes(a)) > 4000
+    assert first.tokens_after <= 6000 and second.tokens_after <= 6000
+    assert second.suffix.tokens_before > first.suffix.tokens_before
+
+
+def test_cache_hit_on_the_wire() -> None:
+    """Both requests through the Anthropic SDK to the loopback server: the second reads the prefix
+    from its (simulated) cache."""
+    anthropic = pytest.importorskip("anthropic")
+    from llm_server import LLMServer
+
+    full = conversation()
+    cac = CacheAwareCompressor(
+        COMPRESSOR, CacheConfig(keep_last_steps=2, split_every=4, min_cacheable_tokens=1024)
+    )
+    with LLMServer(replies=["ok", "ok"]) as srv:
+        client = anthropic.Anthropic(base_url=srv.base_url, api_key="test", max_retries=0)
+        usages = []
+        for units in (full[:54], full):
+            body = cac.compress(units, 6000).to_anthropic()
+            msg = client.messages.create(model="claude-sonnet-4-6", max_tokens=16, **body)
+            usages.append(msg.usage)
+        prefix = len(prefix_bytes(body))
+    assert usages[1].cache_read_input_tokens >= prefix // 4 * 0.9
+
+
+def test_split_after_the_last_phase_boundary_and_never_inside_a_pair() -> None:
+    cac = CacheAwareCompressor(COMPRESSOR, CacheConfig(keep_last_steps=100))
+    units = REAL["claude_code"][:11]  # the four Glob/Grep calls and their results
+    summary = unit(
+        11,
+        "requirement",
+        "This session is being continued from a previous conversation. Summary: ...",
+        "user",
+    )
+    tail = REAL["claude_code"][11:]
+    assert cac.split(units + [summary] + tail) == 12
+    # a boundary right after a call moves the split past the call's result
+    call = unit(0, "status", "{}", "assistant", "tool_call", tool_name="Bash", call_id="c")
+    note = unit(1, "status", "## Phase 2: tests", "assistant")
+    res = unit(2, "tool_output", "ok", "tool", "tool_result", tool_name="Bash", call_id="c")
+    assert cac.split([call, note, res, unit(3, "status", "next")]) == 3
+
+
+def test_breakpoints_respect_minimum_length_and_order() -> None:
+    full = conversation()
+    for model, minimum in (("claude-sonnet-4-6", 1024), ("claude-haiku-4-5", 2048)):
+        cac = CacheAwareCompressor(
+            COMPRESSOR, CacheConfig(keep_last_steps=4, split_every=8, model=model)
+        )
+        out = cac.compress(full, 8000)
+        cum = 0
+        marks = {}
+        for i, u in enumerate(out.units):
+            cum += unit_tokens(u, COMPRESSOR.counter)
+            marks[i] = cum
+        assert out.breakpoints and len(out.breakpoints) <= 4
+        for pos, _ttl in out.breakpoints:
+            assert marks[pos] >= minimum
+        assert [t for _p, t in out.breakpoints] == sorted(
+            (t for _p, t in out.breakpoints), key=["1h", "5m"].index
+        )
+
+
+def test_prefix_is_memoized() -> None:
+    class Counting:
+        calls = 0
+
+        def summarize(self, texts, max_tokens):
+            Counting.calls += 1
+            return f"summary {Counting.calls}"  # non-deterministic, like an LLM
+
+    from winnow.serving.compressor import SemanticCompressor
+
+    comp = SemanticCompressor(classifier=object(), summarizer=Counting())
+    cac = CacheAwareCompressor(
+        comp, CacheConfig(keep_last_steps=2, split_every=4, prefix_share=0.3)
+    )
+    full = conversation()
+    a = cac.compress(full[:54], 5000)
+    summaries = Counting.calls
+    b = cac.compress(full, 5000)
+    assert a.prefix is b.prefix and summaries > 0
+    assert any(u.extra.get("strategy") == "summarize" for u in a.prefix.units)
+    assert prefix_bytes(a.to_anthropic()) == prefix_bytes(b.to_anthropic())
