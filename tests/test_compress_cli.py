@@ -1,0 +1,86 @@
+"""`winnow compress`: formats in and out, the token table, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cache import assert_valid_anthropic, assert_valid_openai
+
+from winnow.cli import main
+from winnow.data.schema import MUST_KEEP
+
+FIXTURES = Path(__file__).parent / "fixtures"
+NORMALIZED = FIXTURES / "compressor" / "codex.jsonl"  # carries categories: no classifier needed
+CLAUDE_CODE = FIXTURES / "demo_session.jsonl"  # raw Claude Code: classified on the fly
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(["compress", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_normalized_output_keeps_ids_and_names_sources(tmp_path, capsys) -> None:
+    out = tmp_path / "out.jsonl"
+    rc, stdout, _ = run(capsys, NORMALIZED, "--limit", "30%", "-o", out)
+    assert rc == 0
+    source = [json.loads(line) for line in NORMALIZED.read_text().splitlines()]
+    units = [json.loads(line) for line in out.read_text().splitlines()]
+    ids = {u["id"] for u in source}
+    made = [u for u in units if u["id"] not in ids]
+    assert made and all(u["strategy"] == "summarize" and len(u["source_ids"]) > 1 for u in made)
+    changed = [u for u in units if u["id"] in ids and "strategy" in u]
+    assert changed and all(u["source_ids"] == [u["id"]] for u in changed)
+    kept = {u["id"]: u for u in units}
+    for u in source:
+        if u["category"] in MUST_KEEP:
+            assert kept[u["id"]] == u
+    assert "total" in stdout and "requirement" in stdout and f"wrote {out}" in stdout
+
+
+def test_raw_transcript_to_anthropic(tmp_path, capsys) -> None:
+    out = tmp_path / "body.json"
+    rc, stdout, _ = run(capsys, CLAUDE_CODE, "--limit", "2500", "--to", "anthropic", "-o", out)
+    assert rc == 0
+    body = json.loads(out.read_text())
+    assert_valid_anthropic(body)
+    assert "categories:" in stdout  # says which classifier labelled the units
+
+
+def test_cache_aware_openai_to_stdout(capsys) -> None:
+    rc, stdout, stderr = run(capsys, NORMALIZED, "--limit", "3000", "--to", "openai", "--cache")
+    assert rc == 0
+    assert_valid_openai(json.loads(stdout))
+    assert "total" in stderr  # the table goes to stderr when the body goes to stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["/no/such/file.jsonl", "--limit", "100"], "/no/such/file.jsonl: no such file"),
+        (
+            [NORMALIZED, "--limit", "100", "--to", "xml"],
+            "--to must be one of normalized, anthropic, openai",
+        ),
+        ([NORMALIZED, "--limit", "ten"], "--limit must be a positive token count or a percentage"),
+        ([NORMALIZED, "--limit", "10"], "must-keep units alone need"),
+        ([Path(__file__), "--limit", "100"], "unknown format"),
+    ],
+)
+def test_errors_are_one_line(capsys, argv, message) -> None:
+    rc, stdout, stderr = run(capsys, *argv)
+    assert rc == 1
+    assert stdout == ""
+    assert stderr.count("\n") == 1 and message in stderr and stderr.startswith("winnow compress: ")
+
+
+def test_truncate_oldest_policy_from_the_command_line(tmp_path, capsys) -> None:
+    out = tmp_path / "out.jsonl"
+    rc, *_ = run(
+        capsys, NORMALIZED, "--limit", "100", "--on-overflow", "truncate_oldest", "-o", out
+    )
+    assert rc == 0  # requirement (20 tokens) + decision (87) need 107: the older one goes
+    units = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [u["category"] for u in units if u["category"] in MUST_KEEP] == ["decision"]
