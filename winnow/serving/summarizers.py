@@ -11,6 +11,7 @@ over-long answer, and fall back to the extractive summary when the call fails.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ _CONCLUSION = re.compile(
 )
 _NUMBER = re.compile(r"\d")
 MAX_LINE_CHARS = 300
+MARKER_TOKENS = 7  # what a `[... 120 lines]` marker and its newline cost
 
 PROMPT = (
     "You compress parts of a coding agent's transcript so that another agent can continue the "
@@ -71,21 +73,26 @@ class ExtractiveSummarizer:
             return text
         lines = text.split("\n")
         candidates = self._rank(lines)
-        chosen: set[int] = set()
+        chosen: list[int] = []  # sorted
         used = 0
         for _score, i in candidates:
-            cost = self.counter.count(_cut(lines[i])) + 1
-            # each selected line may open a gap: reserve room for one marker with it
-            if used + cost + 6 <= max_tokens:
-                chosen.add(i)
-                used += cost + 6
-        # The estimate above is only close: check the real count, shed the weakest lines.
-        order = [i for _s, i in candidates if i in chosen]
-        out = self._render(lines, chosen)
+            # a line costs its tokens and a newline, and may open or close a gap marker
+            k = bisect.bisect(chosen, i)
+            a = chosen[k - 1] if k else -1
+            b = chosen[k] if k < len(chosen) else len(lines)
+            gaps = (i - a > 1) + (b - i > 1) - (b - a > 1)
+            cost = self.counter.count(_cut(lines[i])) + 1 + gaps * MARKER_TOKENS
+            if used + cost <= max_tokens:
+                chosen.insert(k, i)
+                used += cost
+        # The estimate is close, not exact: check the real count, shed the weakest lines.
+        keep = set(chosen)
+        order = [i for _s, i in candidates if i in keep]
+        out = self._render(lines, keep)
         while order and self.counter.count(out) > max_tokens:
-            chosen.discard(order.pop())
-            out = self._render(lines, chosen)
-        if not chosen:
+            keep.discard(order.pop())
+            out = self._render(lines, keep)
+        if not keep:
             out = self._truncate(text.strip(), max_tokens)
         return out
 
@@ -119,15 +126,17 @@ class ExtractiveSummarizer:
     def _render(lines: list[str], chosen: set[int]) -> str:
         out: list[str] = []
         gap = 0
+        blank = True  # a gap of blank lines only needs no marker
         for i, ln in enumerate(lines):
             if i in chosen:
-                if gap:
+                if gap and not blank:
                     out.append(f"[... {gap} lines]")
-                    gap = 0
+                gap, blank = 0, True
                 out.append(_cut(ln))
             else:
                 gap += 1
-        if gap and out:
+                blank = blank and not ln.strip()
+        if gap and out and not blank:
             out.append(f"[... {gap} lines]")
         return "\n".join(out)
 

@@ -1,0 +1,104 @@
+"""Summarizers: the offline extractive one, and the SDK ones against a real loopback HTTP server."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+from llm_server import LLMServer, Reply
+from test_compressor import REAL
+
+from winnow.serving.compressor import SemanticCompressor
+from winnow.serving.summarizers import AnthropicSummarizer, ExtractiveSummarizer, OpenAISummarizer
+from winnow.serving.tokens import default_token_counter
+
+COUNTER = default_token_counter()
+LOG = "\n".join(
+    [
+        "$ go test ./...",
+        *[f"=== RUN   TestCase{i}\n--- PASS: TestCase{i} (0.00s)" for i in range(40)],
+    ]
+    + [
+        "--- FAIL: TestLockout (0.01s)",
+        "    auth_test.go:42: expected 5 tries, got 6",
+        "FAIL",
+        "exit status 1",
+    ]
+)
+
+
+def test_extractive_keeps_error_lines_and_ends_within_budget() -> None:
+    out = ExtractiveSummarizer().summarize(LOG, 60)
+    assert COUNTER.count(out) <= 60
+    for line in (
+        "--- FAIL: TestLockout (0.01s)",
+        "    auth_test.go:42: expected 5 tries, got 6",
+        "exit status 1",
+    ):
+        assert line in out.split("\n")
+    assert out.startswith("$ go test ./...")
+    assert "[... " in out and "lines]" in out
+
+
+def test_extractive_leaves_short_text_alone() -> None:
+    assert ExtractiveSummarizer().summarize("all 3 tests passed", 50) == "all 3 tests passed"
+    assert ExtractiveSummarizer().summarize(["a", "b"], 50) == "a\n\nb"
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=hs.text(min_size=0, max_size=3000), budget=hs.integers(0, 200))
+def test_extractive_never_exceeds_the_budget(text: str, budget: int) -> None:
+    assert COUNTER.count(ExtractiveSummarizer().summarize(text, budget)) <= budget
+
+
+@pytest.mark.parametrize("cls", [AnthropicSummarizer, OpenAISummarizer])
+def test_llm_summarizer_over_the_wire(cls) -> None:
+    with LLMServer(replies=["TestLockout fails: auth_test.go:42 expected 5 tries, got 6."]) as srv:
+        url = srv.base_url if cls is AnthropicSummarizer else srv.openai_base_url
+        s = cls(model="test-model", base_url=url, api_key="test", max_retries=0)
+        out = s.summarize(LOG, 60)
+        assert out == "TestLockout fails: auth_test.go:42 expected 5 tries, got 6."
+        (req,) = srv.requests
+    body = req.body
+    assert body["model"] == "test-model" and body["max_tokens"] == 60
+    if cls is AnthropicSummarizer:
+        assert req.api == "anthropic" and "Quote error lines verbatim" in body["system"]
+        user = body["messages"][0]["content"]
+    else:
+        assert req.api == "openai" and body["messages"][0]["role"] == "system"
+        user = body["messages"][1]["content"]
+    assert "--- FAIL: TestLockout (0.01s)" in user
+
+
+@pytest.mark.parametrize("cls", [AnthropicSummarizer, OpenAISummarizer])
+def test_llm_answer_over_budget_is_trimmed(cls) -> None:
+    long = "\n".join(f"point {i}: src/mod{i}.py changed" for i in range(100))
+    with LLMServer(replies=[long]) as srv:
+        url = srv.base_url if cls is AnthropicSummarizer else srv.openai_base_url
+        out = cls(base_url=url, api_key="test", max_retries=0).summarize(LOG, 40)
+    assert COUNTER.count(out) <= 40 and out.startswith("point 0")
+
+
+@pytest.mark.parametrize("cls", [AnthropicSummarizer, OpenAISummarizer])
+def test_llm_failure_falls_back_or_raises(cls) -> None:
+    with LLMServer(replies=[Reply(text="overloaded", status=529)]) as srv:
+        url = srv.base_url if cls is AnthropicSummarizer else srv.openai_base_url
+        s = cls(base_url=url, api_key="test", max_retries=0)
+        out = s.summarize(LOG, 60)
+        assert s.failures == 1 and "--- FAIL: TestLockout (0.01s)" in out  # the extractive summary
+        strict = cls(base_url=url, api_key="test", max_retries=0, fallback=None)
+        with pytest.raises(Exception, match="overloaded"):
+            strict.summarize(LOG, 60)
+
+
+def test_compressor_with_an_llm_summarizer() -> None:
+    units = REAL["openhands"]
+    with LLMServer(replies=["[summary]"]) as srv:
+        summarizer = OpenAISummarizer(base_url=srv.openai_base_url, api_key="test", max_retries=0)
+        comp = SemanticCompressor(classifier=object(), summarizer=summarizer)
+        result = comp.compress(units, 3000)
+        calls = len(srv.requests)
+    assert result.tokens_after <= 3000
+    summarized = [u for u in result.units if u.extra.get("strategy") == "summarize"]
+    assert summarized and all(u.text == "[summary]" for u in summarized)
+    assert calls == summarizer.calls > 0 and summarizer.failures == 0
