@@ -46,7 +46,7 @@ def real():
         (f"{S}:22", "code"),  # Read result with file contents
         (f"{S}:27", "tool_output"),  # Grep hits
         (f"{S}:30", "code"),  # Edit call
-        (f"{S}:31", "status"),  # "The file ... has been updated successfully."
+        (f"{S}:31", "tool_output"),  # "The file ... has been updated successfully."
         (f"{S}:36", "boilerplate"),  # empty tool result
         ("5a6312ee-5752-4b7a-9ad2-6c3b1b5f4c8a:0", "boilerplate"),  # local-command caveat
         ("5a6312ee-5752-4b7a-9ad2-6c3b1b5f4c8a:1", "boilerplate"),  # /clear
@@ -176,7 +176,8 @@ def test_work_summary_is_explanation_and_final_reference_leans_decision():
         (
             "assistant",
             "text",
-            "Retries live in `retryPolicy` of net/client.go and `maxTries` is read there too.",
+            "Retries live in `retryPolicy` of net/client.go, and `maxTries` is a constant there; "
+            "it has to come from the config.",
         ),
         ("assistant", "tool_call", '{"file_path":"net/client.go"}', "Edit", "c1"),
         (
@@ -286,6 +287,32 @@ def test_cues_are_compiled_once_and_cheap():
     assert cues.shell_command_kind("go test ./...") == "test"
     assert cues.shell_command_kind("git status") == "read"
     assert len(cues.cue_vector("Done.")) == len(cues.CUE_FUNCTIONS)
+
+
+@pytest.mark.parametrize(
+    "fn, text, expected",
+    [
+        (cues.is_boilerplate_marker, "Now let me run the tests.", False),
+        (cues.is_boilerplate_marker, "<system-reminder>x</system-reminder>", True),
+        (cues.is_placeholder, "(Bash completed with no output)", True),
+        (
+            cues.is_placeholder,
+            "Chunk ID: 79ed2f\nWall time: 0.4 seconds\nProcess exited with code 0\nOriginal token count: 0\nOutput:\n",
+            True,
+        ),
+        (cues.is_placeholder, "Already up to date.", False),
+        (cues.has_decision_words, "The root cause is a stale cache.", True),
+        (cues.has_decision_words, "This could be the root cause, let me check.", False),
+        (cues.has_error_signal, "ok  \tentire.io/cli\t2.1s", False),
+        (cues.has_error_signal, "paths.go:149:28: undefined: regexp", True),
+        (cues.is_acknowledgment, "yes, go ahead", True),
+        (cues.is_acknowledgment, "yes, but also fix the docs", False),
+        (cues.is_announcement, "Formatting and linting pass. Let me run the tests.", True),
+        (cues.is_announcement, "The cache is stale because the key ignores the locale.", False),
+    ],
+)
+def test_cue_cases(fn, text, expected):
+    assert fn(text) is expected
 
 
 def test_label_command_on_transcript_with_labels(tmp_path, capsys):

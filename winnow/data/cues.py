@@ -28,6 +28,11 @@ _CODE_LINE = re.compile(
 )
 
 
+def has_diff(text: str) -> bool:
+    """A unified diff or an apply_patch envelope."""
+    return _DIFF.search(text) is not None
+
+
 def has_code(text: str) -> bool:
     """Fenced code, a diff/patch, or at least three code-like lines."""
     if _FENCE.search(text) or _DIFF.search(text):
@@ -53,6 +58,7 @@ _ERROR = re.compile(
     r"^--- FAIL|\bpanic: |^fatal: |^(?i:error)(?:\[\w+\])?: |\bERR!|command not found|"
     r"No such file or directory|(?i:exit (?:code|status)) [1-9]\d*|\bexited with (?:code )?[1-9]|"
     r"\b[1-9]\d* (?:failed|errors?)\b|\bcompilation failed|Permission denied|cannot find (?:module|package)|"
+    r"introduced new syntax error|imported and not used|^\S+\.\w+:\d+:\d+: \S|did not conform to the edit format|"
     r"^\S+:\d+:\d+: (?i:error)|undefined: \w|"
     r"The user doesn't want to proceed|tool use was rejected|<tool_use_error>|String to replace not found",
     re.M,
@@ -149,7 +155,7 @@ _CONSTRAINT = re.compile(
     _I,
 )
 _DECISION = re.compile(
-    r"\b(?:root cause|the (?:real )?(?:issue|problem|bug|culprit|cause) (?:is|was)|the fix (?:is|was)|"
+    r"\b(?:root cause|the (?:real )?(?:issue|problem|bug|culprit|cause) (?:is|was)(?! (?:fixed|resolved|related|still|not|now))|the fix (?:is|was)|"
     r"turns out|i'?ll go with|we'?ll go with|going with|decided|decision|instead of|rather than|"
     r"the (?:best|right|simplest|cleanest) (?:approach|fix|option|way)|i'?ll use|let'?s use|"
     r"won'?t work|doesn'?t work because|ruled out|not the (?:cause|issue|problem)|that'?s why|"
@@ -195,9 +201,23 @@ def has_constraint_words(text: str) -> bool:
     return _CONSTRAINT.search(text) is not None
 
 
+_HEDGE = re.compile(
+    r"\b(?:could|might|may|maybe|perhaps|possibly|probably|likely|if|whether|check|verify)\b", _I
+)
+_SENTENCE_START = re.compile(r"[.!?\n][^.!?\n]*$")
+
+
 def has_decision_words(text: str) -> bool:
-    """Conclusions and choices: root cause, the issue is, I'll go with, instead of, turns out."""
-    return _DECISION.search(text) is not None
+    """Conclusions and choices: root cause, the issue is, I'll go with, instead of, turns out.
+
+    A phrase hedged earlier in its sentence ("this could be the root cause") does not count.
+    """
+    for m in _DECISION.finditer(text):
+        head = text[max(0, m.start() - 200) : m.start()]
+        cut = _SENTENCE_START.search(head)
+        if not _HEDGE.search(head[cut.start() :] if cut else head):
+            return True
+    return False
 
 
 def has_architecture_words(text: str) -> bool:
@@ -231,10 +251,10 @@ _ACK = re.compile(
     _I,
 )
 _ANNOUNCE = re.compile(
-    r"^\s*(?:[^.!?:\n]{1,60}[.!]\s+)?"  # a short lead-in: "The filter.go changes look good."
+    r"^\s*(?:[^!?\n]{1,80}?[.!]\s+)?"  # a short lead-in: "The filter.go changes look good."
     r"(?:(?:now|next|first|ok(?:ay)?|good|great|perfect|alright)[,.!]?\s+)?"
     r"(?:let me|let's|i'?ll|i will|i'?m going to|i need to|now (?:i'?ll|let me|let's|update|add|run|fix|check)|"
-    r"going to|moving on to|i should (?:check|look|read|run|verify|search|see)|checking|looking at|reading|running|searching)\b",
+    r"going to|moving on to|verifying|confirming|i should (?:check|look|read|run|verify|search|see)|checking|looking at|reading|running|searching)\b",
     _I,
 )
 _DONE = re.compile(
@@ -247,9 +267,14 @@ _GREETING = re.compile(
 )
 
 
+_YES_NO_PROMPT = re.compile(r"\(Y\)es/\(N\)o.*\]:\s*\w*\s*$", re.S)
+
+
 def is_acknowledgment(text: str) -> bool:
-    """A short 'ok', 'got it', 'thanks', 'sure', 'yes, go ahead', 'continue'."""
-    return len(text) <= 80 and _ACK.match(text.strip()) is not None
+    """A short 'ok', 'got it', 'thanks', 'sure', 'yes, go ahead', 'continue', or a y/n prompt answer."""
+    if len(text) > 80:
+        return len(text) <= 400 and _YES_NO_PROMPT.search(text) is not None
+    return _ACK.match(text.strip()) is not None or _YES_NO_PROMPT.search(text) is not None
 
 
 def is_announcement(text: str) -> bool:
@@ -288,15 +313,20 @@ def word_count(text: str) -> int:
 
 _BOILERPLATE = re.compile(
     r"^\s*(?:<system-reminder>|<local-command-caveat>|<local-command-stdout>|<local-command-stderr>|"
-    r"<bash-stdout>|<bash-stderr>|<user-prompt-submit-hook>|<environment_context>|<user_instructions>|"
-    r"<permissions instructions>|\[Request interrupted by user[^\]]*\]|Caveat: The messages below|"
-    r"# AGENTS\.md instructions|<INSTRUCTIONS>)",
+    r"<bash-stdout>|<bash-stderr>|<user-prompt-submit-hook>|<environment_context>|"
+    r"<permissions instructions>|\[Request interrupted by user[^\]]*\]|Caveat: The messages below)",
     _I,
 )
 _PLACEHOLDER = re.compile(
     r"^\s*(?:\(no (?:content|output)\)|no output|\[no output\]|\(empty\)|null|none|\{\}|\[\]|"
-    r"tool ran without output|<system>tool ran without output</system>|\(\w+ completed with no output\))?\s*$",
+    r"tool ran without output|<system>tool ran without output</system>|\(\w+ completed with no output\)|"
+    r"<shellId: \d+ completed with exit code 0>|<command with id: \d+ stopped>)?\s*$",
     _I,
+)
+_EXEC_HEADER = re.compile(
+    r"^(?:Chunk ID: \w+\s+)?Wall time: [\d.]+ seconds\s+"
+    r"Process (?:exited with code 0|running with session ID \d+)\s+"
+    r"(?:Original token count: \d+\s+)?Output:\s*"
 )
 _COMMAND_NAME = re.compile(r"<command-name>\s*/?([^<\s]+)\s*</command-name>")
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
@@ -304,7 +334,7 @@ _SLASH = re.compile(r"^\s*/([a-z][\w:-]*)(?:\s+(.*))?$", re.S | re.I)
 _BASH_INPUT = re.compile(r"^\s*<bash-input>", re.I)
 _TASK_NOTIFICATION = re.compile(r"^\s*<task-notification>", re.I)
 _COMPACT_SUMMARY = re.compile(
-    r"^\s*This session is being continued from a previous conversation|<summary>|^\s*Summary of the conversation so far",
+    r"^\s*This session is being continued from a previous conversation|^\s*<summary>|^\s*Summary of the conversation so far",
     _I,
 )
 _COMPACT_REQUEST = re.compile(
@@ -325,6 +355,36 @@ HOUSEKEEPING_COMMANDS = frozenset(
 )  # fmt: skip
 
 
+_PROJECT_INSTRUCTIONS = re.compile(
+    r"^\s*(?:# (?:AGENTS|CLAUDE|GEMINI)\.md instructions|<user_instructions>|<INSTRUCTIONS>)", _I
+)
+
+
+_CLIENT_NOISE = re.compile(
+    r"^\s*(?:Tokens: \S+ sent, |\^C again to exit|Aider v\d|Main model: |Weak model: )"
+)
+
+
+def is_client_noise(text: str) -> bool:
+    """Status lines a client prints (token and cost counts, banners, exit hints)."""
+    return _CLIENT_NOISE.match(text) is not None
+
+
+_FILE_VIEW = re.compile(
+    r"^\s*(?:\[File: .{1,300} \(\d+ lines total\)\]|Here's the result of running `cat -n` on )"
+)
+
+
+def is_file_view(text: str) -> bool:
+    """A file viewer's output: '[File: a.py (10 lines total)]', "Here's the result of running `cat -n`"."""
+    return _FILE_VIEW.match(text) is not None
+
+
+def is_project_instructions(text: str) -> bool:
+    """Injected project rules (AGENTS.md / CLAUDE.md / user instructions)."""
+    return _PROJECT_INSTRUCTIONS.match(text) is not None
+
+
 def is_boilerplate_marker(text: str) -> bool:
     """System reminders, local-command caveats and output, interrupted-request markers, injected instructions."""
     return _BOILERPLATE.match(text) is not None
@@ -332,7 +392,14 @@ def is_boilerplate_marker(text: str) -> bool:
 
 def is_placeholder(text: str) -> bool:
     """Empty, whitespace or a placeholder such as '(no content)' / 'Tool ran without output'."""
-    return len(text) <= 80 and _PLACEHOLDER.match(text) is not None
+    if len(text) > 200:
+        return False
+    return _PLACEHOLDER.match(_EXEC_HEADER.sub("", text, count=1)) is not None
+
+
+def strip_exec_header(text: str) -> str:
+    """A Codex exec result without its 'Chunk ID / Wall time / exit code / Output:' header."""
+    return _EXEC_HEADER.sub("", text, count=1)
 
 
 def slash_command(text: str) -> tuple[str, str] | None:
@@ -403,14 +470,19 @@ def tool_class(tool_name: str | None) -> str | None:
 
 
 _SHELL_WRITE = re.compile(
-    r"apply_patch|\*\*\* Begin Patch|\bsed -i|\btee\b|(?<![<>2&])>(?!&)\s*[\w./~-]+\.\w+|"
-    r"Set-Content|Out-File|Add-Content|\bpatch -p",
+    r"apply_patch|\*\*\* Begin Patch|\bsed -i|(?:^|[|;&]\s*)tee\b|(?<![<>2&])>(?!&)\s*[\w./~-]+\.\w+|"
+    r"Set-Content|Out-File|Add-Content|\bpatch -p|"
+    r"\b(?:edit_file_by_replace|create_file|append_file|insert_content_at_line)\(",
     _I,
 )
 _SHELL_READ = re.compile(
     r"^\W*(?:cd \S+\s*&&\s*)?(?:ls|cat|head|tail|less|grep|rg|ag|find|fd|tree|wc|pwd|stat|file|which|"
     r"sed -n|awk|nl|git (?:status|log|diff|show|branch|blame|grep|ls-files|remote|rev-parse)|gh (?:pr|issue) view|"
     r"Get-Content|Get-ChildItem|Select-String|type|dir|echo)\b",
+    _I,
+)
+_SHELL_CAT = re.compile(
+    r"^\W*(?:cd \S+\s*&&\s*)?(?:cat|head|tail|sed -n|nl|less|Get-Content|type|bat)\b(?![^|]*\|\s*(?:grep|rg|wc))",
     _I,
 )
 _SHELL_TEST = re.compile(
@@ -432,9 +504,15 @@ def shell_command_kind(command: str) -> str:
     return "other"
 
 
+def shell_reads_file(command: str) -> bool:
+    """A shell command that prints a file (cat, head, sed -n, Get-Content), not one that filters it."""
+    return _SHELL_CAT.match(command) is not None
+
+
 # Boolean cues over a text, in a fixed order: the classifier's hand features.
 CUE_FUNCTIONS: dict[str, Callable[[str], bool]] = {
     "has_code": has_code,
+    "has_diff": has_diff,
     "has_error_signal": has_error_signal,
     "has_test_pass": has_test_pass,
     "has_test_failure": has_test_failure,
@@ -453,6 +531,9 @@ CUE_FUNCTIONS: dict[str, Callable[[str], bool]] = {
     "has_summary_words": has_summary_words,
     "is_greeting": is_greeting,
     "is_boilerplate_marker": is_boilerplate_marker,
+    "is_project_instructions": is_project_instructions,
+    "is_client_noise": is_client_noise,
+    "is_file_view": is_file_view,
     "is_placeholder": is_placeholder,
     "is_bash_input": is_bash_input,
     "is_task_notification": is_task_notification,

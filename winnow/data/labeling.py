@@ -41,6 +41,8 @@ class LabelerConfig:
     """Thresholds of the labelling functions."""
 
     short_words: int = 12  # assistant prose this short with no other cue is a status note
+    note_max_words: int = 25  # uncued assistant prose up to this long falls back to status
+    thinking_conclusion_words: int = 75  # uncued thinking this long leans to decision
     announce_max_words: int = 40  # an announcement longer than this is more than a next-step note
     summary_min_words: int = 15  # a "Done. ..." this long that lists specifics is explanation
     final_ref_min_shared: int = 2  # identifiers shared with the final answer to lean must-keep
@@ -233,6 +235,14 @@ def command_expansion(u: Unit, s: Session, i: int) -> str | None:
 
 
 @lf(RULE)
+def project_instructions(u: Unit, s: Session, i: int) -> str | None:
+    """Injected AGENTS.md / CLAUDE.md / user instructions: the project's rules."""
+    if u.role in ("user", "system") and u.kind == "text" and cues.is_project_instructions(u.text):
+        return "constraint"
+    return None
+
+
+@lf(RULE)
 def empty_content(u: Unit, s: Session, i: int) -> str | None:
     """Empty or placeholder content, including an empty tool result."""
     if u.kind != "tool_call" and (cues.is_placeholder(u.text) or u.text.strip() == "[image]"):
@@ -299,8 +309,10 @@ def search_result(u: Unit, s: Session, i: int) -> str | None:
 
 @lf(RULE)
 def plan_result(u: Unit, s: Session, i: int) -> str | None:
-    """The fixed confirmation a plan or task-bookkeeping tool returns."""
-    if _result_of(u, s, ("plan",)):
+    """The fixed confirmation a plan tool returns ('Todos have been modified', 'Plan updated')."""
+    if _result_of(u, s, ("plan",)) and u.text.startswith(
+        ("Todos have been modified", "Plan updated")
+    ):
         return "boilerplate"
     return None
 
@@ -368,16 +380,20 @@ def pasted_error(u: Unit, s: Session, i: int) -> str | None:
 
 @lf(CUE)
 def housekeeping_noise(u: Unit, s: Session, i: int) -> str | None:
-    """Task notifications, `<bash-input>` echoes, skill/agent launch receipts."""
+    """`<bash-input>` echoes, agent launch receipts, client token/cost lines."""
     if u.kind == "tool_call":
         return None
     t = u.text
-    if (
-        cues.is_task_notification(t)
-        or cues.is_bash_input(t)
-        or t.startswith("Async agent launched")
-    ):
+    if cues.is_bash_input(t) or cues.is_client_noise(t) or t.startswith("Async agent launched"):
         return "boilerplate"
+    return None
+
+
+@lf(CUE)
+def task_notification(u: Unit, s: Session, i: int) -> str | None:
+    """A background task's completion notice carries its output."""
+    if u.kind != "tool_call" and cues.is_task_notification(u.text):
+        return "tool_output"
     return None
 
 
@@ -462,7 +478,8 @@ def thinking_restates(u: Unit, s: Session, i: int) -> str | None:
 def thinking_weighs(u: Unit, s: Session, i: int) -> str | None:
     """Thinking that weighs options without choosing."""
     if u.kind == "thinking" and cues.has_weighing_words(u.text):
-        return "explanation"
+        if not cues.is_announcement(u.text) and thinking_restates(u, s, i) is None:
+            return "explanation"
     return None
 
 
@@ -484,30 +501,23 @@ def result_code(u: Unit, s: Session, i: int) -> str | None:
     if u.kind != "tool_result":
         return None
     cls = _call_class(u, s)
-    if cls == "edit" and cues.has_code(u.text):
+    if cues.has_diff(u.text) or (cls == "edit" and cues.has_code(u.text)):
         return "code"
-    if cls == "shell":
+    if cues.is_file_view(u.text) and u.text.count("\n") > 2:  # a near-empty file says little
+        return "code"
+    if cls == "shell" and not cues.is_placeholder(u.text):
         call = s.call_of(u)
-        if call is not None and cues.shell_command_kind(shell_command(call)) == "read":
-            if cues.code_line_ratio(u.text) >= 0.5 and cues.has_code(u.text):
-                return "code"
-    return None
-
-
-@lf(CUE)
-def edit_confirmation(u: Unit, s: Session, i: int) -> str | None:
-    """'The file X has been updated successfully.': a bare action receipt."""
-    if u.kind == "tool_result" and _call_class(u, s) == "edit" and not cues.has_code(u.text):
-        return "status"
+        if call is not None and cues.shell_reads_file(shell_command(call)):
+            return "code"  # file contents, whatever the language (YAML and JSON too)
     return None
 
 
 @lf(CUE)
 def task_report(u: Unit, s: Session, i: int) -> str | None:
-    """A sub-agent's report explains; a task-bookkeeping receipt ('Updated task #1') is status."""
+    """A sub-agent's report is tool output; a task-bookkeeping receipt ('Updated task #1') is status."""
     if u.kind != "tool_result" or _call_class(u, s) != "task" or u.text.startswith("Async agent"):
         return None
-    return "explanation" if cues.word_count(u.text) > s.config.short_words * 3 else "status"
+    return "tool_output" if cues.word_count(u.text) > s.config.short_words * 3 else "status"
 
 
 @lf(CUE)
@@ -527,10 +537,20 @@ def final_reference(u: Unit, s: Session, i: int) -> str | None:
     """Identifiers referenced again in the final answer lean to requirement (user) / decision (assistant)."""
     if not _prose(u) or i == s.final_answer or u.role not in ("user", "assistant"):
         return None
+    if u.role == "assistant" and cues.word_count(u.text) <= s.config.short_words:
+        return None
     shared = cues.extract_identifiers(u.text) & s.final_ids
     if len(shared) < s.config.final_ref_min_shared:
         return None
     return "requirement" if u.role == "user" else "decision"
+
+
+@lf(DEFAULT)
+def long_thinking(u: Unit, s: Session, i: int) -> str | None:
+    """Long thinking that weighs nothing (thinking_weighs abstained) usually lands on a conclusion."""
+    if u.kind == "thinking" and cues.word_count(u.text) >= s.config.thinking_conclusion_words:
+        return "decision"
+    return None
 
 
 @lf(DEFAULT)
@@ -544,7 +564,8 @@ def by_role_kind(u: Unit, s: Session, i: int) -> str:
         return "boilerplate"
     if u.role == "user":
         return "requirement"
-    return "explanation"
+    # Hand labels: uncued assistant prose of a few sentences is mostly a progress note.
+    return "status" if cues.word_count(u.text) <= s.config.note_max_words else "explanation"
 
 
 # --- labeller --------------------------------------------------------------------------------
