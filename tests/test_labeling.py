@@ -360,3 +360,30 @@ def test_real_trace_sessions_are_fully_labelled():
     assert {"requirement", "code", "status", "tool_output"} <= cats
     a = LFAnalysis.from_labeled(labeled)
     assert a.coverage()[-1] == 1.0  # the fallback LF covers every unit
+
+
+def test_commit_calls_and_edit_errors():
+    body = (
+        "fix: keep the cache outside the module tree\n\n"
+        + "Downloading modules into the tree made tidy fail; " * 4
+    )
+    units = _session(
+        ("user", "text", "fix the release build"),
+        (
+            "assistant",
+            "tool_call",
+            json.dumps({"command": f"git commit -m {json.dumps(body)}"}),
+            "Bash",
+            "c1",
+        ),
+        ("assistant", "tool_call", json.dumps({"command": "git commit -m 'wip'"}), "Bash", "c2"),
+        ("assistant", "tool_call", '{"command":"edit 3:3"}', "edit", "c3"),
+        (
+            "tool",
+            "tool_result",
+            "Your proposed edit has introduced new syntax error(s).\nE999 SyntaxError",
+            "edit",
+            "c3",
+        ),
+    )
+    assert _labels(units) == ["requirement", "explanation", "status", "code", "error"]

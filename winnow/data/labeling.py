@@ -21,6 +21,7 @@ of that tier voting the winning category is recorded as `label_source` (`lf:<nam
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -287,8 +288,28 @@ def fetch_call(u: Unit, s: Session, i: int) -> str | None:
     if cls in ("read", "search", "web", "task", "finish"):
         return "status"
     if cls == "shell" and cues.shell_command_kind(shell_command(u)) != "write":
-        return "status"
+        if _commit_message(u) is None:
+            return "status"
     return None
+
+
+def _commit_message(u: Unit) -> str | None:
+    m = _GIT_COMMIT.search(shell_command(u))
+    return m.group(1) if m else None
+
+
+_GIT_COMMIT = re.compile(r"git (?:-C \S+ )?commit\b.*?-m\s+(.+)", re.S)
+
+
+@lf(CUE)
+def commit_message(u: Unit, s: Session, i: int) -> str | None:
+    """A commit with a message body summarises the work done: explanation; a one-liner is status."""
+    if u.kind != "tool_call" or _call_class(u, s) != "shell":
+        return None
+    msg = _commit_message(u)
+    if msg is None:
+        return None
+    return "explanation" if cues.word_count(msg) > s.config.summary_min_words * 2 else "status"
 
 
 @lf(RULE)
@@ -486,7 +507,12 @@ def thinking_weighs(u: Unit, s: Session, i: int) -> str | None:
 @lf(CUE)
 def result_error_text(u: Unit, s: Session, i: int) -> str | None:
     """Failing tests, tracebacks, compiler errors in a (non file-read) tool result."""
-    if u.kind != "tool_result" or _call_class(u, s) not in ("shell", None):
+    if u.kind != "tool_result":
+        return None
+    cls = _call_class(u, s)
+    if cls == "edit" and cues.has_error_signal(u.text[:200]):
+        return "error"  # "Your proposed edit has introduced new syntax error(s)"
+    if cls not in ("shell", None):
         return None  # file contents and sub-agent reports mention errors without being one
     if cues.has_error_signal(u.text):
         if cues.has_test_pass(u.text) and not cues.has_test_failure(u.text):
