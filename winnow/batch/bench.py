@@ -215,7 +215,7 @@ class Bench:
         inputs = [torch.randint(1000, 100_000, (1, n)) for n in lengths]
         with torch.inference_mode():
             model(input_ids=inputs[0][:, :16])  # warm-up
-            bert = _latencies(lambda x: model(input_ids=x), inputs)
+            bert = _latencies(lambda x: model(input_ids=x), inputs, warmup=0)
         ours = _latencies(lambda u: self.clf.predict([u]), units)
         a, b = sum(ours) / len(ours), sum(bert) / len(bert)
         self.rows.append(
@@ -283,9 +283,9 @@ def _spread(items: Sequence[Any], n: int) -> list[Any]:
     return [items[int(i * step)] for i in range(n)]
 
 
-def _latencies(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[float]:
-    for x in items[:3]:
-        fn(x)  # warm-up: first calls allocate
+def _latencies(fn: Callable[[Any], Any], items: Sequence[Any], warmup: int = 3) -> list[float]:
+    for x in items[:warmup]:
+        fn(x)  # first calls allocate
     out = []
     for x in items:
         t0 = time.perf_counter()

@@ -82,7 +82,8 @@ def _score(args: argparse.Namespace) -> int:
     out.print(
         f"{summary.files} files, {summary.sessions} sessions, {summary.units:,} units in "
         f"{summary.seconds:.1f}s ({summary.units_per_s:,.0f} units/s); "
-        f"{len(summary.problems)} problems; wrote {args.output} and {sessions_path(args.output)}"
+        f"{len(summary.problems)} problems; wrote {args.output} and {sessions_path(args.output)}",
+        soft_wrap=True,
     )
     return 0 if summary.units or not summary.problems else 1
 

@@ -39,14 +39,25 @@ class _FileScorer:
         self.batch_size = batch_size
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = {name: [] for name in _FILE_SCHEMA.names}
-        for path in batch.column("path").to_pylist():
-            fs = score_file(path, self.clf, self.count, self.batch_size)
-            rows["path"].append(fs.path)
-            rows["problems"].append(fs.problems)
-            rows["skipped"].append(list(fs.skipped.items()))
-            rows["units"].append(fs.table.to_pylist())
-        return pa.Table.from_pydict(rows, schema=_FILE_SCHEMA)
+        scored = [
+            score_file(p, self.clf, self.count, self.batch_size) for p in batch["path"].to_pylist()
+        ]
+        offsets = [0]
+        for fs in scored:
+            offsets.append(offsets[-1] + fs.table.num_rows)
+        structs = [fs.table.to_struct_array().combine_chunks() for fs in scored]
+        units = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.concat_arrays(structs))
+        return pa.Table.from_arrays(
+            [
+                pa.array([fs.path for fs in scored], pa.string()),
+                pa.array([fs.problems for fs in scored], _FILE_SCHEMA.field("problems").type),
+                pa.array(
+                    [list(fs.skipped.items()) for fs in scored], _FILE_SCHEMA.field("skipped").type
+                ),
+                units,
+            ],
+            schema=_FILE_SCHEMA,
+        )
 
 
 def run_ray(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScores]:
@@ -75,12 +86,17 @@ def run_ray(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScores]:
             num_cpus=1,
         )
         for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-            for row in batch.to_pylist():
+            units = batch["units"].combine_chunks()
+            for i, (path, problems, skipped) in enumerate(
+                zip(
+                    *batch.select(["path", "problems", "skipped"]).to_pydict().values(), strict=True
+                )
+            ):
                 yield FileScores(
-                    path=row["path"],
-                    table=pa.Table.from_pylist(row["units"], schema=UNIT_SCHEMA),
-                    problems=list(row["problems"]),
-                    skipped=Counter(dict(row["skipped"])),
+                    path=path,
+                    table=pa.Table.from_struct_array(units[i].values),
+                    problems=problems,
+                    skipped=Counter(dict(skipped)),
                 )
     finally:
         if started:
