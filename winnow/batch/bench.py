@@ -143,13 +143,16 @@ class Bench:
         total = sum(unit_tokens(u, counter) for u in session)
         limit = total // 4
         compressor = SemanticCompressor(
-            classifier=self.clf, config=CompressorConfig(on_must_keep_overflow="truncate_oldest")
+            classifier=self.clf,
+            token_counter=_fresh(counter),
+            config=CompressorConfig(on_must_keep_overflow="truncate_oldest"),
         )
         t0 = time.perf_counter()
         result = compressor.compress(session, limit)
         t_winnow = time.perf_counter() - t0
+        fresh = _fresh(counter)
         t0 = time.perf_counter()
-        kept = truncate_oldest(session, limit, lambda u: unit_tokens(u, counter))
+        kept = truncate_oldest(session, limit, lambda u: unit_tokens(u, fresh))
         t_trunc = time.perf_counter() - t0
         kept_tokens = sum(unit_tokens(u, counter) for u in kept)
         self.rows.append(
@@ -241,6 +244,13 @@ def truncate_oldest(units: Sequence[Unit], limit: int, cost: Callable[[Unit], in
     kept = list(units[start:])
     calls = {u.call_id for u in kept if u.kind == "tool_call"}
     return [u for u in kept if u.kind != "tool_result" or u.call_id in calls]
+
+
+def _fresh(counter: Any) -> Any:
+    """A new counter like `counter`: counters cache, and each contender must count from cold."""
+    from winnow.serving.tokens import TiktokenCounter
+
+    return TiktokenCounter(counter.name) if isinstance(counter, TiktokenCounter) else counter
 
 
 def _long_session(files: Sequence[Path], tokens: int, counter: Any) -> list[Unit]:

@@ -53,6 +53,9 @@ class ConversationIn(BaseModel):
 
 class CompressIn(ConversationIn):
     token_limit: int = Field(..., gt=0, description="the compressed conversation's token budget")
+    on_must_keep_overflow: Literal["error", "truncate_oldest"] = Field(
+        "error", description="when must-keep units alone exceed the limit: 422, or drop the oldest"
+    )
 
 
 class _BodyLimit:
@@ -153,7 +156,9 @@ def render(units: list[Unit], fmt: Format, body: ConversationIn) -> dict[str, An
         return {"units": [u.to_dict() for u in units]}
     from winnow.serving import render as r
 
-    out = body.model_dump(exclude={"format", "units", "messages", "system", "token_limit"})
+    out = body.model_dump(
+        exclude={"format", "units", "messages", "system", "token_limit", "on_must_keep_overflow"}
+    )
     out.update(r.to_openai(units) if fmt == "openai" else r.to_anthropic(units))
     return out
 
@@ -161,11 +166,16 @@ def render(units: list[Unit], fmt: Format, body: ConversationIn) -> dict[str, An
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The FastAPI app; loads the model once (ValueError when it cannot)."""
     from winnow.serving.classifier import ImportanceClassifier
-    from winnow.serving.compressor import SemanticCompressor
+    from winnow.serving.compressor import CompressorConfig, SemanticCompressor
 
     config = config or ServiceConfig()
     classifier = ImportanceClassifier.load(config.model, threads=config.threads)
-    compressor = SemanticCompressor(classifier=classifier)
+    compressors = {
+        policy: SemanticCompressor(
+            classifier, config=CompressorConfig(on_must_keep_overflow=policy)
+        )
+        for policy in ("error", "truncate_oldest")
+    }
     app = FastAPI(
         title="winnow",
         version=__version__,
@@ -215,7 +225,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     def compress(body: CompressIn) -> dict[str, Any]:
         """The conversation compressed under `token_limit`, in the input's format."""
         fmt, units = units_of(body)
-        result = compressor.compress(units, body.token_limit)
+        try:
+            result = compressors[body.on_must_keep_overflow].compress(units, body.token_limit)
+        except ValueError as e:  # MustKeepOverflow: the request cannot be met as asked
+            raise HTTPException(422, str(e)) from None
         out = render(result.units, fmt, body)
         out["winnow"] = {
             "format": fmt,
