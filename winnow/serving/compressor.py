@@ -241,18 +241,19 @@ class _Plan:
                 if s.category != cat or s.out is None or s.action != "kept" or s.tried:
                     continue
                 s.tried = True  # a strategy that saved nothing is not paid for twice
-                self._apply(i, strategy)
+                self._apply(i, strategy, None if limit is None else self.total - limit)
                 if limit is not None and self.total <= limit:
                     return True
         return False
 
     def merge_runs(self, limit: int) -> bool:
         """Runs of consecutive same-category, same-role units become one summary each."""
-        budget = self.config.group_summary_tokens
         for run in self._runs():
-            if sum(self.slots[i].tokens for i in run) <= budget:
+            tokens = sum(self.slots[i].tokens for i in run)
+            if tokens <= self.config.group_summary_tokens:
                 continue
-            self._merge(run, budget)
+            # shrink to the group budget, or less hard when the limit needs less
+            self._merge(run, max(self.config.group_summary_tokens, tokens - (self.total - limit)))
             if self.total <= limit:
                 return True
         return False
@@ -267,7 +268,8 @@ class _Plan:
 
     # -- actions ---------------------------------------------------------------------------
 
-    def _apply(self, i: int, strategy: str) -> None:
+    def _apply(self, i: int, strategy: str, excess: int | None = None) -> None:
+        """Apply a strategy to slot i; a summary shrinks no further than `excess` tokens need."""
         s = self.slots[i]
         u = s.unit
         if strategy == "drop":
@@ -287,6 +289,8 @@ class _Plan:
             target = min(
                 c.max_summary_tokens, max(c.min_summary_tokens, int(s.tokens * c.summary_ratio))
             )
+            if excess is not None:
+                target = max(target, s.tokens - excess)
             if s.tokens > target:
                 text = self.comp.summarizer.summarize(
                     u.text, target - (s.tokens - self._count(u.text))

@@ -12,6 +12,7 @@ over-long answer, and fall back to the extractive summary when the call fails.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -64,9 +65,13 @@ class ExtractiveSummarizer:
 
     def __init__(self, token_counter: TokenCounter | None = None):
         self.counter = token_counter or default_token_counter()
+        # deterministic, so memoized: the same unit meets the same budget under every limit
+        self._summarize = functools.lru_cache(maxsize=4096)(self._summarize_text)
 
     def summarize(self, texts: Texts, max_tokens: int) -> str:
-        text = as_text(texts)
+        return self._summarize(as_text(texts), max_tokens)
+
+    def _summarize_text(self, text: str, max_tokens: int) -> str:
         if max_tokens <= 0:
             return ""
         if self.counter.count(text) <= max_tokens:

@@ -33,8 +33,13 @@ class TiktokenCounter:
 
         self.name = encoding
         self._enc = tiktoken.get_encoding(encoding)
+        # Compression recounts the same texts (every budget, every turn of a growing session).
+        self.count = functools.lru_cache(maxsize=65536)(self._count)  # type: ignore[method-assign]
 
     def count(self, text: str) -> int:
+        return self._count(text)
+
+    def _count(self, text: str) -> int:
         # disallowed_special=() so that transcripts quoting "<|endoftext|>" count, not raise
         return len(self._enc.encode(text, disallowed_special=()))
 

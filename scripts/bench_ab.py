@@ -1,0 +1,305 @@
+"""A/B benchmark: winnow's SemanticCompressor against oldest-first truncation and observation masking.
+
+    python scripts/bench_ab.py                       # ../shared/traces, budgets 50% and 30%
+    python scripts/bench_ab.py --sessions 20 --png /tmp/curve.png
+
+For each session (at least --min-tokens long) and each budget (a share of the session's own
+tokens), every method must fit the budget:
+- winnow: SemanticCompressor, categories from the shipped classifier (the heuristic labeller
+  when no model is installed); never from the gold labels.
+- truncation: keep the newest units that fit, dropping from the start; a result whose call
+  was dropped is dropped too.
+- masking: tool results older than the last 10 replaced by a placeholder, then truncation if
+  that is not enough.
+Figures: tokens kept, the share of must-keep units kept verbatim (gold from data/labels/*.jsonl
+when present, else the heuristic labeller's must-keep: said in the output), the share of
+sessions whose tool pairs are all valid, and the reduction-vs-retention curve as a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from winnow.data.readers import read_paths  # noqa: E402
+from winnow.data.schema import MUST_KEEP, Unit  # noqa: E402
+from winnow.serving.compressor import (  # noqa: E402
+    CompressorConfig,
+    SemanticCompressor,
+    orphan_call_ids,
+)
+from winnow.serving.strategies import RESULT_PLACEHOLDER  # noqa: E402
+from winnow.serving.tokens import default_token_counter, unit_tokens  # noqa: E402
+
+MASK_WINDOW = 10
+CURVE = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
+
+
+# --- baselines ------------------------------------------------------------------------------
+
+
+def truncate(units: list[Unit], limit: int, counter) -> list[Unit]:
+    """Keep the newest units that fit; drop a result whose call fell off the front."""
+    kept: list[Unit] = []
+    total = 0
+    for u in reversed(units):
+        n = unit_tokens(u, counter)
+        if total + n > limit:
+            break
+        kept.append(u)
+        total += n
+    kept.reverse()
+    calls = {u.call_id for u in kept if u.kind == "tool_call"}
+    had_call = {u.call_id for u in units if u.kind == "tool_call"}
+    return [
+        u
+        for u in kept
+        if not (u.kind == "tool_result" and u.call_id in had_call and u.call_id not in calls)
+    ]
+
+
+def mask(units: list[Unit], limit: int, counter) -> list[Unit]:
+    """Observation masking: all but the last MASK_WINDOW tool results become a placeholder."""
+    results = [i for i, u in enumerate(units) if u.kind == "tool_result"]
+    old = set(results[:-MASK_WINDOW]) if len(results) > MASK_WINDOW else set()
+    masked = [
+        dataclasses.replace(u, text=RESULT_PLACEHOLDER) if i in old else u
+        for i, u in enumerate(units)
+    ]
+    return truncate(masked, limit, counter)
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+def load_sessions(
+    traces: Path, min_tokens: int, counter, max_sessions: int | None
+) -> list[list[Unit]]:
+    sessions: dict[tuple[str, str], list[Unit]] = defaultdict(list)
+    for u in read_paths([traces]):
+        sessions[(u.extra.get("source", ""), u.session_id)].append(u)
+    out = [
+        s
+        for _k, s in sorted(sessions.items())
+        if sum(unit_tokens(u, counter) for u in s) >= min_tokens
+    ]
+    return out[:max_sessions] if max_sessions else out
+
+
+def load_gold(labels_dir: Path) -> dict[str, str]:
+    gold: dict[str, str] = {}
+    for f in sorted(labels_dir.glob("*.jsonl")):
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                gold[rec["id"]] = rec["category"]
+    return gold
+
+
+def categorize(sessions: list[list[Unit]]) -> str:
+    """Put the compressor's category on every unit: the shipped classifier, else the labeller."""
+    try:
+        from winnow.serving.classifier import ImportanceClassifier
+
+        clf = ImportanceClassifier.load()
+        name = f"shipped classifier ({type(clf).__name__})"
+        predict = clf.predict
+    except Exception as e:  # noqa: BLE001 - no model installed: say so and fall back
+        from winnow.data.labeling import Labeler
+
+        name = f"heuristic labeller (no shipped classifier: {str(e).splitlines()[0][:80]})"
+        predict = Labeler().label
+    for s in sessions:
+        for u, p in zip(s, predict(s), strict=True):
+            u.extra["category"] = p if isinstance(p, str) else p.category
+    return name
+
+
+def heuristic_must_keep(sessions: list[list[Unit]]) -> dict[str, str]:
+    from winnow.data.labeling import Labeler
+
+    labeler = Labeler()
+    return {
+        u.id: lab.category for s in sessions for u, lab in zip(s, labeler.label(s), strict=True)
+    }
+
+
+# --- measurement ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Score:
+    before: int = 0
+    after: int = 0
+    must_total: int = 0
+    must_kept: int = 0
+    feasible_total: int = 0  # must-keep units of sessions whose gold must-keep fits the budget
+    feasible_kept: int = 0
+    sessions: int = 0
+    pairs_ok: int = 0
+    fits: int = 0
+    overflow: int = 0
+
+    def add(
+        self, units: list[Unit], out: list[Unit], limit: int, gold: dict[str, str], counter
+    ) -> None:
+        self.sessions += 1
+        self.before += sum(unit_tokens(u, counter) for u in units)
+        after = sum(unit_tokens(u, counter) for u in out)
+        self.after += after
+        self.fits += after <= limit
+        self.pairs_ok += orphan_call_ids(out) <= orphan_call_ids(units)
+        by_id = {u.id: u.text for u in out}
+        must = [u for u in units if gold.get(u.id) in MUST_KEEP]
+        kept = sum(by_id.get(u.id) == u.text for u in must)
+        self.must_total += len(must)
+        self.must_kept += kept
+        if sum(unit_tokens(u, counter) for u in must) <= limit:
+            self.feasible_total += len(must)
+            self.feasible_kept += kept
+
+    @property
+    def kept_share(self) -> float:
+        return self.after / self.before if self.before else 0.0
+
+    @property
+    def must_share(self) -> float:
+        return self.must_kept / self.must_total if self.must_total else float("nan")
+
+    @property
+    def feasible_share(self) -> float:
+        return self.feasible_kept / self.feasible_total if self.feasible_total else float("nan")
+
+
+def run(sessions, budgets, gold, counter) -> dict[tuple[str, float], Score]:
+    comp = SemanticCompressor(
+        classifier=object(),
+        token_counter=counter,
+        config=CompressorConfig(on_must_keep_overflow="truncate_oldest"),
+    )
+    scores: dict[tuple[str, float], Score] = defaultdict(Score)
+    for units in sessions:
+        total = sum(unit_tokens(u, counter) for u in units)
+        protected = sum(unit_tokens(u, counter) for u in units if u.extra["category"] in MUST_KEEP)
+        for b in budgets:
+            limit = int(total * b)
+            w = comp.compress(units, limit)
+            scores["winnow", b].add(units, w.units, limit, gold, counter)
+            scores["winnow", b].overflow += protected > limit
+            scores["truncation", b].add(
+                units, truncate(units, limit, counter), limit, gold, counter
+            )
+            scores["masking", b].add(units, mask(units, limit, counter), limit, gold, counter)
+    return scores
+
+
+def print_table(scores, budgets, gold_source: str, category_source: str, n_sessions: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{n_sessions} sessions[/]; compressor categories: {category_source}")
+    console.print(f"must-keep gold: {gold_source}")
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    cols = (
+        "budget",
+        "method",
+        "tokens kept",
+        "must-keep verbatim",
+        "where feasible",
+        "pairs valid",
+        "fits",
+    )
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("budget", "method") else "right")
+    for b in budgets:
+        for m in ("winnow", "truncation", "masking"):
+            s = scores[m, b]
+            table.add_row(
+                f"{b:.0%}",
+                m,
+                f"{s.kept_share:.1%}",
+                f"{s.must_share:.1%} ({s.must_kept}/{s.must_total})",
+                f"{s.feasible_share:.1%}",
+                f"{s.pairs_ok / s.sessions:.0%}",
+                f"{s.fits / s.sessions:.0%}",
+            )
+    console.print(table)
+    console.print(
+        "where feasible: sessions whose must-keep units alone fit the budget; "
+        + ", ".join(
+            f"winnow needed its must-keep overflow policy in {scores['winnow', b].overflow} sessions at {b:.0%}"
+            for b in budgets
+        )
+    )
+
+
+def draw(scores, budgets, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m, style in (("winnow", "o-"), ("truncation", "s--"), ("masking", "^:")):
+        xs = [1 - scores[m, b].kept_share for b in budgets]
+        ys = [scores[m, b].must_share for b in budgets]
+        ax.plot(xs, ys, style, label=m)
+    ax.set_xlabel("token reduction (1 - tokens kept / tokens before)")
+    ax.set_ylabel("must-keep units kept verbatim")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("reduction vs retention")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
+    ap.add_argument("--labels", type=Path, default=ROOT / "data" / "labels")
+    ap.add_argument(
+        "--budgets", default="0.5,0.3", help="shares of each session's tokens for the table"
+    )
+    ap.add_argument("--png", type=Path, default=Path("bench_ab.png"), help="where the curve goes")
+    ap.add_argument("--min-tokens", type=int, default=2000, help="skip sessions shorter than this")
+    ap.add_argument("--sessions", type=int, help="only the first N sessions (quick runs)")
+    args = ap.parse_args()
+    if not args.traces.is_dir():
+        print(f"bench_ab: {args.traces}: no such folder (the real traces live in ../shared/traces)")
+        return 1
+    counter = default_token_counter()
+    start = time.perf_counter()
+    sessions = load_sessions(args.traces, args.min_tokens, counter, args.sessions)
+    gold = load_gold(args.labels)
+    session_ids = {u.id for s in sessions for u in s}
+    gold = {k: v for k, v in gold.items() if k in session_ids}
+    if gold:
+        gold_source = f"hand labels, {len(gold)} units from {args.labels}"
+    else:
+        gold = heuristic_must_keep(sessions)
+        gold_source = (
+            "NO hand labels found: the heuristic labeller's must-keep (not a true gold set)"
+        )
+    category_source = categorize(sessions)
+    table_budgets = [float(b) for b in args.budgets.split(",")]
+    budgets = sorted(set(CURVE) | set(table_budgets))
+    scores = run(sessions, budgets, gold, counter)
+    print_table(scores, table_budgets, gold_source, category_source, len(sessions))
+    draw(scores, budgets, args.png)
+    print(f"curve: {args.png} ({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
