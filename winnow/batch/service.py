@@ -119,7 +119,11 @@ def detect_format(body: ConversationIn) -> Format:
 def parse_units(body: ConversationIn, fmt: Format) -> list[Unit]:
     """The normalized units of a request body; ValueError with a readable reason when malformed."""
     if fmt == "units":
-        return [_check_unit(d, i) for i, d in enumerate(body.units or [])]
+        if body.units is None:
+            raise ValueError("format `units` needs a `units` list")
+        return [_check_unit(d, i) for i, d in enumerate(body.units)]
+    if body.messages is None:
+        raise ValueError(f"format `{fmt}` needs a `messages` list")
     from winnow.data.readers import anthropic_messages, openai_chat
 
     reader = {"openai": openai_chat, "anthropic": anthropic_messages}[fmt].READER
