@@ -115,7 +115,10 @@ def _run_compress(args: argparse.Namespace) -> int:
         try:
             results.append((sid, limit, (cache or compressor).compress(units, limit)))
         except MustKeepOverflow as e:
-            return _fail(f"session {sid}: {e}")
+            return _fail(
+                f"session {sid}: the must-keep units alone need {e.needed:,} tokens, over the "
+                f"limit of {e.limit:,} (raise --limit, or pass --on-overflow truncate_oldest)"
+            )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
 

@@ -47,7 +47,7 @@ _NEW_KEYS = frozenset({"new_string", "new_str", "new", "replace", "replacement"}
 _PHASE = re.compile(
     r"^\W*(?:#{1,3}\s*)?(?:phase|step|stage|part|milestone|round)\s+\d+\b|"
     r"^\W*(?:moving on to|starting (?:on|with) (?:the )?(?:next|phase|part|step)|next phase|"
-    r"switching to|on to (?:the )?next)\b|compact_boundary|^\W*conversation compacted",
+    r"switching to|on to (?:the )?next)\b|^\W*conversation compacted",
     re.I,
 )
 
@@ -154,15 +154,17 @@ def _shrink_value(value: Any, key: str | None, parent: Any) -> Any:
         return {k: _shrink_value(v, k, value) for k, v in value.items()}
     if isinstance(value, list):
         return [_shrink_value(v, key, value) for v in value]
-    if not isinstance(value, str) or "\n" not in value or (key and _KEEP_KEYS.search(key)):
-        return _cut(value) if isinstance(value, str) and len(value) > 2000 else value
+    if not isinstance(value, str):
+        return value
     k = (key or "").lower()
+    if "\n" not in value:  # paths, commands, names stay whole; other long strings are cut
+        return value if _KEEP_KEYS.search(k) else _cut(value)
     if k in _OLD_KEYS:
         return _head(value)
     if k in _NEW_KEYS:
         old = next((parent[o] for o in _OLD_KEYS if isinstance(parent, dict) and o in parent), "")
         return _changed(value, old if isinstance(old, str) else "")
-    return shrink_code(value)
+    return shrink_code(value)  # file contents, patches, heredocs
 
 
 def _head(text: str, n: int = HEAD_LINES) -> str:
@@ -205,16 +207,18 @@ def _compact_json(value: Any) -> str:
 
 def is_phase_boundary(unit: Unit) -> bool:
     """A compaction boundary or summary, or a note that opens a new phase of the work."""
-    x = unit.extra
-    if x.get("subtype") == "compact_boundary" or x.get("is_compact_summary") or x.get("compacted"):
+    x = unit.extra  # the readers flag compactions (claude_code, codex)
+    if x.get("compact_boundary") or x.get("compact_summary"):
         return True
+    if unit.kind not in ("text", "thinking"):  # "Step 1/5" in a build log opens no phase
+        return False
     head = unit.text[:500]
     return cues.is_compact_summary(head) or _PHASE.search(head) is not None
 
 
 def phase_note(unit: Unit) -> str:
     """The one-line note a phase boundary becomes."""
-    if unit.extra.get("subtype") == "compact_boundary" or "compact_boundary" in unit.text[:200]:
+    if unit.extra.get("compact_boundary") and not unit.extra.get("compact_summary"):
         return "[context compacted]"
     line = next((ln.strip() for ln in unit.text.splitlines() if ln.strip()), "")
     return f"[phase] {line[:120]}"
