@@ -1,7 +1,11 @@
 """Draw the units of the hand-labelled gold set from ../shared/traces.
 
-Stratified by source (trace folder + format) and kind so that every source and kind is
-represented, then split into annotator slices with an overlap that is labelled twice.
+Round 1 (default) is stratified by source (trace folder + format) and kind, so that every
+source and kind is represented. Round 2 (`--enrich labeled.parquet --exclude gold.jsonl`)
+draws the units the categories are hardest on: what the heuristic labeller calls a rare
+category (constraint, architecture, acknowledgment) or a confusable one (decision,
+explanation), plus user text. Both cut the sample into annotator slices with a blind overlap
+that is labelled twice.
 
     python scripts/sample_for_labels.py ../shared/traces -o /tmp/annotation --annotators 4
 """
@@ -17,6 +21,14 @@ from pathlib import Path
 from winnow.data import ReadReport, read_paths
 
 HEAD, TAIL = 900, 300
+ENRICH = {
+    "constraint": 60,
+    "architecture": 40,
+    "acknowledgment": 30,
+    "decision": 90,
+    "explanation": 80,
+}
+ENRICH_USER_TEXT = 100
 
 
 def clip(text: str, head: int = HEAD, tail: int = TAIL) -> str:
@@ -26,73 +38,102 @@ def clip(text: str, head: int = HEAD, tail: int = TAIL) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail} chars cut ...]\n{end}"
 
 
+def load(root: Path) -> tuple[dict, dict]:
+    """All units by id, and each unit's annotation context."""
+    sessions: dict[str, list] = defaultdict(list)
+    for u in read_paths([root], ReadReport()):
+        sessions[u.session_id].append(u)
+    units, context = {}, {}
+    for ss in sessions.values():
+        first_user = next((u.text for u in ss if u.role == "user" and u.kind == "text"), "")
+        for i, u in enumerate(ss):
+            units[u.id] = u
+            context[u.id] = {
+                "session_first_user_message": clip(first_user, 300, 0),
+                "previous_unit": clip(ss[i - 1].text, 250, 0) if i else "",
+                "position": f"{i + 1} of {len(ss)}",
+                "source": Path(u.extra["source"]).relative_to(root).parts[0]
+                + "/"
+                + u.extra["format"],
+            }
+    return units, context
+
+
+def stratified(units: dict, context: dict, total: int, rng: random.Random) -> list:
+    strata: dict[tuple[str, str], list] = defaultdict(list)
+    for u in units.values():
+        strata[(context[u.id]["source"], u.kind)].append(u)
+    keys = sorted(strata)
+    for k in keys:
+        rng.shuffle(strata[k])
+    share = max(1, total // len(keys))
+    picked = [u for k in keys for u in strata[k][:share]]
+    rest = [u for k in keys for u in strata[k][share:]]
+    rng.shuffle(rest)
+    return picked + rest[: max(0, total - len(picked))]
+
+
+def enriched(units: dict, labeled: Path, exclude: set[str], rng: random.Random) -> list:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(labeled, columns=["id", "category", "role", "kind"]).to_pylist()
+    pool = [r for r in table if r["id"] not in exclude and r["id"] in units]
+    rng.shuffle(pool)
+    picked: dict[str, None] = {}
+    for cat, n in ENRICH.items():
+        for r in [r for r in pool if r["category"] == cat][:n]:
+            picked[r["id"]] = None
+    user = [
+        r for r in pool if r["role"] == "user" and r["kind"] == "text" and r["id"] not in picked
+    ]
+    for r in user[:ENRICH_USER_TEXT]:
+        picked[r["id"]] = None
+    return [units[i] for i in picked]
+
+
+def write_slices(picked: list, context: dict, out: Path, n: int, overlap: int, rng) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    rng.shuffle(picked)
+    slices = [picked[i::n] for i in range(n)]
+    for a in range(n):
+        # Annotator a also labels the first `overlap` units of annotator a+1's slice, blind.
+        items = slices[a] + slices[(a + 1) % n][:overlap]
+        rng.shuffle(items)
+        with open(out / f"slice_{a}.jsonl", "w") as fh:
+            for u in items:
+                rec = {"id": u.id, "role": u.role, "kind": u.kind, "tool_name": u.tool_name}
+                rec |= {"is_error": u.is_error, **context[u.id], "text": clip(u.text)}
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    owners = {u.id: a for a in range(n) for u in slices[a]}
+    (out / "owners.json").write_text(json.dumps(owners, indent=0))
+    return owners
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("traces")
-    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("traces", type=Path)
+    ap.add_argument("-o", "--out", type=Path, required=True)
     ap.add_argument("--total", type=int, default=1560)
     ap.add_argument("--annotators", type=int, default=4)
     ap.add_argument(
         "--overlap", type=int, default=80, help="units per annotator also given to another"
     )
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--enrich", type=Path, help="labeled.parquet from `winnow label` (round 2)")
+    ap.add_argument("--exclude", type=Path, help="gold.jsonl of units already labelled")
     args = ap.parse_args()
     rng = random.Random(args.seed)
-
-    root = Path(args.traces)
-    sessions: dict[str, list] = defaultdict(list)
-    for u in read_paths([root], ReadReport()):
-        sessions[u.session_id].append(u)
-    strata: dict[tuple[str, str], list] = defaultdict(list)
-    context = {}
-    for units in sessions.values():
-        first_user = next((u.text for u in units if u.role == "user" and u.kind == "text"), "")
-        for i, u in enumerate(units):
-            src = Path(u.extra["source"]).relative_to(root).parts[0] + "/" + u.extra["format"]
-            strata[(src, u.kind)].append(u)
-            context[u.id] = {
-                "session_first_user_message": clip(first_user, 300, 0),
-                "previous_unit": clip(units[i - 1].text, 250, 0) if i else "",
-                "position": f"{i + 1} of {len(units)}",
-                "source": src,
-            }
-    # Equal share per stratum, capped by what the stratum has; leftovers go to the big strata.
-    keys = sorted(strata)
-    for k in keys:
-        rng.shuffle(strata[k])
-    picked, share = [], max(1, args.total // len(keys))
-    for k in keys:
-        picked += strata[k][:share]
-    rest = [u for k in keys for u in strata[k][share:]]
-    rng.shuffle(rest)
-    picked += rest[: max(0, args.total - len(picked))]
-    rng.shuffle(picked)
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    n = args.annotators
-    slices = [picked[i::n] for i in range(n)]
-    for a in range(n):
-        # Annotator a also labels the first `overlap` units of annotator a+1's slice, blind.
-        extra = slices[(a + 1) % n][: args.overlap]
-        items = slices[a] + extra
-        rng.shuffle(items)
-        with open(out / f"slice_{a}.jsonl", "w") as fh:
-            for u in items:
-                rec = {
-                    "id": u.id,
-                    "role": u.role,
-                    "kind": u.kind,
-                    "tool_name": u.tool_name,
-                    "is_error": u.is_error,
-                    **context[u.id],
-                    "text": clip(u.text),
-                }
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    counts = defaultdict(int)
+    units, context = load(args.traces)
+    if args.enrich:
+        done = {json.loads(line)["id"] for line in open(args.exclude)} if args.exclude else set()
+        picked = enriched(units, args.enrich, done, rng)
+    else:
+        picked = stratified(units, context, args.total, rng)
+    write_slices(picked, context, args.out, args.annotators, args.overlap, rng)
+    counts: dict[str, int] = defaultdict(int)
     for u in picked:
         counts[context[u.id]["source"]] += 1
-    print(json.dumps({"units": len(picked), "strata": len(keys), "by_source": counts}, indent=1))
+    print(json.dumps({"units": len(picked), "by_source": counts}, indent=1))
 
 
 if __name__ == "__main__":
