@@ -3,7 +3,7 @@
 Each unit's label is the one given by the annotator whose slice it belongs to
 (data/labels/raw/owners.json); units labelled twice (the blind overlap) give the agreement.
 
-    python scripts/merge_labels.py data/labels/raw -o data/labels/gold.jsonl
+    python scripts/merge_labels.py data/labels/raw data/labels/raw_r2 -o data/labels/gold.jsonl
 """
 
 from __future__ import annotations
@@ -26,18 +26,24 @@ def cohen_kappa(a: list[str], b: list[str]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("raw", type=Path)
+    ap.add_argument("raw", type=Path, nargs="+", help="one folder per labelling round")
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args()
-    owners = json.loads((args.raw / "owners.json").read_text())
-    labels: dict[str, dict[int, str]] = {}
-    for f in sorted(args.raw.glob("annotator_*.jsonl")):
-        who = int(f.stem.split("_")[1])
-        for n, line in enumerate(f.read_text().splitlines(), 1):
-            rec = json.loads(line)
-            if rec["category"] not in CATEGORIES:
-                raise SystemExit(f"{f}:{n}: unknown category {rec['category']!r}")
-            labels.setdefault(rec["id"], {})[who] = rec["category"]
+    # Annotators are named per round (`<folder>/annotator_N`): rounds had different people.
+    owners: dict[str, str] = {}
+    labels: dict[str, dict[str, str]] = {}
+    for raw in args.raw:
+        owners |= {
+            uid: f"{raw.name}/{a}"
+            for uid, a in json.loads((raw / "owners.json").read_text()).items()
+        }
+        for f in sorted(raw.glob("annotator_*.jsonl")):
+            who = f"{raw.name}/{f.stem.split('_')[1]}"
+            for n, line in enumerate(f.read_text().splitlines(), 1):
+                rec = json.loads(line)
+                if rec["category"] not in CATEGORIES:
+                    raise SystemExit(f"{f}:{n}: unknown category {rec['category']!r}")
+                labels.setdefault(rec["id"], {})[who] = rec["category"]
 
     gold, first, second = [], [], []
     confusions: Counter = Counter()
