@@ -107,29 +107,30 @@ class Bench:
         return lambda u: ImportanceClassifier.load(self.config.model).predict([u])
 
     def bench_batch(self) -> None:
-        """Units/s over the same files: one process vs the local engine (and Ray)."""
-        from winnow.batch.score import BatchScorer, ScoreConfig, score_file, token_counter
+        """Units/s over the same files: the local engine (and Ray) vs one process, end to end."""
+        from winnow.batch.score import BatchScorer, ScoreConfig
 
         files = _spread(self.files, self.config.batch_files)
-        count = token_counter()
-        t0 = time.perf_counter()
-        units = sum(score_file(f, self.clf, count).table.num_rows for f in files)
-        single = units / (time.perf_counter() - t0)
-        engines = ["local"] + (["ray"] if self.config.ray and _has("ray") else [])
+        engines = [("local", 0)] + ([("ray", 0)] if self.config.ray and _has("ray") else [])
         with tempfile.TemporaryDirectory() as tmp:
-            for engine in engines:
-                s = BatchScorer(ScoreConfig(self.config.model, engine)).run(
-                    files, f"{tmp}/{engine}.parquet"
-                )
+
+            def units_per_s(engine: str, workers: int) -> tuple[float, int]:
+                config = ScoreConfig(self.config.model, engine, workers)
+                s = BatchScorer(config).run(files, f"{tmp}/{engine}{workers}.parquet")
+                return s.units_per_s, s.units
+
+            single, units = units_per_s("local", 1)
+            for engine, workers in engines:
+                rate, _ = units_per_s(engine, workers)
                 self.rows.append(
                     Row(
                         f"batch units/s, {engine} engine",
-                        f"{s.units_per_s:,.0f}",
+                        f"{rate:,.0f}",
                         "single process",
                         f"{single:,.0f}",
-                        _x(s.units_per_s / single),
-                        f"batch {engine}: {len(files)} files, {units:,} units, end to end "
-                        "(reading, classifying, counting tokens, writing; engine start-up included)",
+                        _x(rate / single),
+                        f"batch {engine}: {len(files)} files, {units:,} units, all cores, end to end "
+                        "(reading, classifying, counting tokens, writing Parquet, start-up included)",
                     )
                 )
 

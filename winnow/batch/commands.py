@@ -24,7 +24,6 @@ def _score_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=int, default=0, help="worker processes / Ray actors (default: all cores)"
     )
-    p.add_argument("--batch-size", type=int, default=256, help="units per classifier call")
     p.add_argument(
         "--ray-address", default=None, help="Ray cluster address (default: start a local Ray)"
     )
@@ -37,7 +36,7 @@ def _score(args: argparse.Namespace) -> int:
 
     from winnow.batch.score import BatchScorer, ScoreConfig, sessions_path
 
-    config = ScoreConfig(args.model, args.engine, args.workers, args.batch_size, args.ray_address)
+    config = ScoreConfig(args.model, args.engine, args.workers, args.ray_address)
     err = Console(stderr=True)
     progress = Progress(
         TextColumn("scoring"),
@@ -69,6 +68,11 @@ def _score(args: argparse.Namespace) -> int:
             )
     except ValueError as e:  # bad configuration, e.g. an unusable model directory
         err.print(f"winnow score: {e}", markup=False)
+        return 2
+    except ModuleNotFoundError as e:
+        if e.name != "ray":
+            raise
+        err.print("winnow score: --engine ray needs Ray: pip install 'winnow[ray]'", markup=False)
         return 2
 
     table = Table(title=f"winnow score ({args.engine})", show_footer=True)

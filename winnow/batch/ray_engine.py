@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from winnow.batch.score import UNIT_SCHEMA, FileScores, ScoreConfig, score_file, token_counter
+from winnow.batch.score import (
+    UNIT_SCHEMA,
+    FileScores,
+    ScoreConfig,
+    load_classifier,
+    score_file,
+    token_counter,
+)
 
 # One output row per file: the scored units as a nested column, the reader's report beside them.
 _FILE_SCHEMA = pa.schema(
@@ -31,17 +38,12 @@ _FILE_SCHEMA = pa.schema(
 class _FileScorer:
     """Ray actor: loads the classifier once, then scores the files of each batch."""
 
-    def __init__(self, model: str | None, batch_size: int):
-        from winnow.serving.classifier import ImportanceClassifier
-
-        self.clf = ImportanceClassifier.load(model, threads=1)
+    def __init__(self, model: str | None):
+        self.clf = load_classifier(model)
         self.count = token_counter()
-        self.batch_size = batch_size
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        scored = [
-            score_file(p, self.clf, self.count, self.batch_size) for p in batch["path"].to_pylist()
-        ]
+        scored = [score_file(p, self.clf, self.count) for p in batch["path"].to_pylist()]
         offsets = [0]
         for fs in scored:
             offsets.append(offsets[-1] + fs.table.num_rows)
@@ -79,7 +81,7 @@ def run_ray(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScores]:
         ds = ray.data.from_items([{"path": str(f)} for f in files], override_num_blocks=len(files))
         ds = ds.map_batches(
             _FileScorer,
-            fn_constructor_kwargs={"model": config.model, "batch_size": config.batch_size},
+            fn_constructor_kwargs={"model": config.model},
             batch_size=1,
             batch_format="pyarrow",
             concurrency=workers,

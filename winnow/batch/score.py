@@ -63,8 +63,7 @@ class ScoreConfig:
 
     model: str | None = None  # model directory; None = the shipped default
     engine: str = "local"  # "local" (processes on this machine) or "ray"
-    workers: int = 0  # 0 = all cores (local) / all CPUs of the Ray cluster
-    batch_size: int = 256  # units per classifier call
+    workers: int = 0  # 0 = all cores (local) / all CPUs of the Ray cluster; 1 = in this process
     ray_address: str | None = None  # None = start a local Ray
 
 
@@ -127,15 +126,14 @@ def token_counter() -> Callable[[Unit], int]:
 
 
 def score_file(
-    path: str | Path, classifier: Any, count_tokens: Callable[[Unit], int], batch_size: int = 256
+    path: str | Path, classifier: Any, count_tokens: Callable[[Unit], int]
 ) -> FileScores:
     """Read and classify one transcript file; never raises (a failure becomes a problem line)."""
     report = ReadReport()
     try:
         units = list(read_file(path, report))
-        preds = []
-        for i in range(0, len(units), batch_size):
-            preds.extend(classifier.predict(units[i : i + batch_size]))
+        # One call per file: the classifier's features depend on each unit's place in its session.
+        preds = classifier.predict(units) if units else []
     except Exception as e:  # a reader or model bug must not stop a job over many files
         report.problem(path, None, f"failed ({type(e).__name__}: {e}), skipped")
         units, preds = [], []
@@ -204,32 +202,40 @@ class SessionTotals:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(model: str | None, batch_size: int) -> None:
+def load_classifier(model: str | None) -> Any:
+    """The classifier as every worker holds it: one intra-op thread, parallelism comes from workers."""
     from winnow.serving.classifier import ImportanceClassifier
 
-    _WORKER["clf"] = ImportanceClassifier.load(model, threads=1)
+    return ImportanceClassifier.load(model, threads=1)
+
+
+def _init_worker(model: str | None) -> None:
+    _WORKER["clf"] = load_classifier(model)
     _WORKER["count"] = token_counter()
-    _WORKER["batch_size"] = batch_size
 
 
 def _score_in_worker(path: str) -> FileScores:
-    return score_file(path, _WORKER["clf"], _WORKER["count"], _WORKER["batch_size"])
+    return score_file(path, _WORKER["clf"], _WORKER["count"])
 
 
 def _run_local(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScores]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    workers = min(config.workers or os.cpu_count() or 1, max(len(files), 1))
+    workers = min(config.workers or os.cpu_count() or 1, len(files))
+    if workers == 1:
+        _init_worker(config.model)
+        yield from map(_score_in_worker, map(str, files))
+        return
     # spawn: the parent runs a progress thread, and forking a threaded process can deadlock.
     with ProcessPoolExecutor(
         workers,
         mp_context=mp.get_context("spawn"),
         initializer=_init_worker,
-        initargs=(config.model, config.batch_size),
+        initargs=(config.model,),
     ) as pool:
         # map keeps input order, so the output is deterministic whatever finishes first.
-        yield from pool.map(_score_in_worker, [str(f) for f in files])
+        yield from pool.map(_score_in_worker, map(str, files))
 
 
 class BatchScorer:
@@ -240,15 +246,17 @@ class BatchScorer:
 
     def iter_scores(self, files: Sequence[Path]) -> Iterator[FileScores]:
         """Yield the scores of each file, in input order."""
+        if self.config.engine not in ("local", "ray"):
+            raise ValueError(f"unknown engine {self.config.engine!r} (expected 'local' or 'ray')")
         if not files:
             return iter(())
+        load_classifier(self.config.model)  # a bad model directory fails here, once, in one line
         if self.config.engine == "local":
             return _run_local(files, self.config)
         if self.config.engine == "ray":
             from winnow.batch.ray_engine import run_ray
 
             return run_ray(files, self.config)
-        raise ValueError(f"unknown engine {self.config.engine!r} (expected 'local' or 'ray')")
 
     def run(
         self,
@@ -267,11 +275,12 @@ class BatchScorer:
         summary = ScoreSummary(skipped=report.skipped)
         if on_start:
             on_start(len(files))
+        scores = self.iter_scores(files)  # a bad engine or model fails here, before any output
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         sessions = SessionTotals()
         with pq.ParquetWriter(out, UNIT_SCHEMA) as writer:
-            for fs in self.iter_scores(files):
+            for fs in scores:
                 summary.problems.extend(fs.problems)
                 summary.skipped.update(fs.skipped)
                 if fs.table.num_rows:
