@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 from llm_server import LLMServer, Reply
 
+from winnow.cli import main
 from winnow.runtime.archive import AuditLog, read_audit, restore
 from winnow.runtime.idle import INSTRUCTION, IdleCompactor, IdleConfig, VirtualClock, session_ttl
 from winnow.runtime.llm import Conversation, LLMClient
@@ -247,6 +248,20 @@ def test_summary_carries_verbatim_units_and_file_registry(tmp_path):
         and entry["bytes_before"] > entry["bytes_after"]
     )
     assert entry["time"] == VirtualClock().now() + 266 and entry["trigger"] == "idle_ttl"
+
+
+def test_audit_command_checks_archives(tmp_path, capsys):
+    test_summary_carries_verbatim_units_and_file_registry(tmp_path)
+    audit = tmp_path / "s1.audit.jsonl"
+    assert main(["audit", str(audit)]) == 0
+    out = capsys.readouterr().out
+    assert "compact" in out and "idle_ttl" in out and "restores" in out
+    next(tmp_path.glob("s1.*.compact.jsonl")).write_text(
+        '{"type": "header"}\n'
+    )  # a damaged archive
+    assert main(["audit", str(audit)]) == 1
+    assert main(["audit", str(tmp_path / "none.jsonl")]) == 1
+    assert capsys.readouterr().err.strip().startswith("winnow audit: no audit log")
 
 
 def test_user_message_aborts_compaction_mid_stream(tmp_path):

@@ -186,6 +186,67 @@ def _budget_report(args: argparse.Namespace, threshold: float) -> int:
     return 0
 
 
+# -- audit ------------------------------------------------------------------------------------
+
+
+def _add_audit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="AUDIT.jsonl", help="an idle compactor's audit log")
+
+
+def _pct(value: object) -> str:
+    return f"{value:.1%}" if isinstance(value, (int, float)) else ""
+
+
+def _run_audit(args: argparse.Namespace) -> int:
+    """Print the mutations and check each archive restores the exact conversation it replaced."""
+    import datetime as dt
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from winnow.runtime.archive import read_audit, restore
+
+    path = Path(args.file)
+    if not path.is_file():
+        return _err("audit", f"no audit log at {path}")
+    try:
+        entries = read_audit(path)
+    except ValueError as e:
+        return _err("audit", f"{path} is not an audit log (JSON Lines): {e}")
+    table = Table(title=f"audit log {path}")
+    for col in ("time (UTC)", "event", "trigger", "tokens", "est. hit", "cache hit"):
+        right = col not in ("event", "trigger")
+        table.add_column(col, no_wrap=True, justify="right" if right else "left")
+    table.add_column("archive")
+    table.add_column("check", no_wrap=True)
+    bad = 0
+    for e in entries:
+        archive = e.get("archive")
+        check = ""
+        if archive:
+            a = Path(archive) if Path(archive).is_file() else path.parent / Path(archive).name
+            try:
+                same = len(restore(a).encode()) == e.get("bytes_before")
+                check = "[green]restores[/]" if same else "[red]size differs[/]"
+            except (OSError, ValueError, KeyError):
+                check = "[red]missing or unreadable[/]"
+            bad += not check.startswith("[green")
+        when = dt.datetime.fromtimestamp(e.get("time", 0), dt.timezone.utc)
+        tokens = f"{e['tokens_before']:,} -> {e['tokens_after']:,}" if "tokens_after" in e else ""
+        table.add_row(
+            when.strftime("%Y-%m-%d %H:%M:%S"),
+            str(e.get("event", "?")),
+            str(e.get("trigger", "")),
+            tokens,
+            _pct(e.get("estimated_cache_hit")),
+            _pct(e.get("cache_hit")),
+            Path(archive).name if archive else "",
+            check,
+        )
+    _console().print(table)
+    return 1 if bad else 0
+
+
 COMMANDS = {
     "economics": (
         "expected value of idle compaction per provider cache profile",
@@ -196,5 +257,10 @@ COMMANDS = {
         "context occupancy (exit 2 past the threshold), or a report of recorded samples",
         _add_budget,
         _run_budget,
+    ),
+    "audit": (
+        "an idle compaction audit log, each archive checked to restore its conversation",
+        _add_audit,
+        _run_audit,
     ),
 }
