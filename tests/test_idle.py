@@ -12,7 +12,7 @@ from llm_server import LLMServer, Reply
 from winnow.cli import main
 from winnow.runtime.archive import AuditLog, read_audit, restore
 from winnow.runtime.idle import INSTRUCTION, IdleCompactor, IdleConfig, VirtualClock, session_ttl
-from winnow.runtime.llm import Conversation, LLMClient
+from winnow.runtime.llm import Conversation, LLMClient, LLMError
 from winnow.runtime.session import Session
 from winnow.serving.tokens import HeuristicCounter
 
@@ -385,3 +385,28 @@ def test_ttl_follows_cache_setting():
         conv, LLMClient("http://127.0.0.1:9"), classifier=None, audit=AuditLog("/nonexistent", "x")
     )
     assert c.trigger_after == 3566 and c.profile.name == "anthropic-1h"
+
+
+def test_failed_compaction_and_failed_turn_change_nothing(tmp_path):
+    def reply(rec):
+        last = rec.body["messages"][-1]["content"]
+        if isinstance(last, str) and (last.startswith(INSTRUCTION[:30]) or last == "boom"):
+            return Reply("overloaded", status=529)
+        return Reply("fine")
+
+    async def go():
+        with LLMServer(replies=reply) as srv:
+            clock, conv, client, compactor, session = make(srv, tmp_path)
+            await session.send("Now wire it into the login view.")
+            before = conv.snapshot()
+            await _idle_past_trigger(clock, compactor, 266)
+            assert conv.messages == before.messages and compactor.state == "active"
+            with pytest.raises(LLMError, match="HTTP 529 .*overloaded"):
+                await session.send("boom")
+            assert conv.messages == before.messages  # the failed turn left no user message behind
+            await client.aclose()
+
+    asyncio.run(go())
+    entry = read_audit(tmp_path / "s1.audit.jsonl")[-1]
+    assert entry["event"] == "failed" and "529" in entry["error"]
+    assert not list(tmp_path.glob("s1.*.compact.jsonl"))

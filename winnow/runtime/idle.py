@@ -172,15 +172,15 @@ class IdleCompactor:
         self.last_decision = ""
         self._task: asyncio.Task | None = None
         self._observed = 0  # messages already shown to the file registry
-        self._labels: dict[
-            tuple[int, int], tuple[int, str]
-        ] = {}  # (message, block) -> (text hash, category)
+        # (message, block) -> (hash of the text labelled, category)
+        self._labels: dict[tuple[int, int], tuple[int, str]] = {}
         self._label_task: asyncio.Task | None = None
 
     # -- harness events ----------------------------------------------------------------------
 
     def turn_ended(self, usage: Any) -> str:
-        """Call after each answer with its usage: arms the idle timer when it pays. Says why."""
+        """Call (in the event loop) after each answer with its usage: arms the idle timer when
+        it pays. Returns the decision in words."""
         self.preempt("turn_ended")
         self.last_turn_end = self.clock.now()
         self.context_tokens = context_tokens(usage)
@@ -308,7 +308,12 @@ class IdleCompactor:
             )
             return False
         # no await from here on: the splice is atomic with respect to the user's next turn
-        archive = self.audit.archive(snap, "compact")
+        try:
+            archive = self.audit.archive(snap, "compact")
+        except OSError as e:  # no archive, no mutation
+            self.state = ACTIVE
+            log.warning("idle compaction skipped: cannot archive the transcript: %s", e)
+            return False
         block, carried = self._summary_block(snap.messages[:tail], summary, archive.name)
         conv.replace([{"role": "user", "content": block}, *snap.messages[tail:]])
         after = conv.encode()
@@ -353,7 +358,11 @@ class IdleCompactor:
         if not stale:
             return 0
         before = conv.encode()
-        archive = self.audit.archive(conv.snapshot(), "truncate")
+        try:
+            archive = self.audit.archive(conv.snapshot(), "truncate")
+        except OSError as e:  # no archive, no mutation
+            log.warning("lazy truncation skipped: cannot archive the transcript: %s", e)
+            return 0
         messages = list(conv.messages)
         for u in stale:
             text = PLACEHOLDER.format(
@@ -462,9 +471,12 @@ class IdleCompactor:
     def _predict(self, units: list[Unit]) -> list[str]:
         if self._classifier == "default":
             self._classifier = _load_default_classifier()
-        if self._classifier is None:
-            return [_rule_category(u) for u in units]
-        return [p.category for p in self._classifier.predict(units)]
+        if self._classifier is not None:
+            try:
+                return [p.category for p in self._classifier.predict(units)]
+            except Exception as e:  # noqa: BLE001 - a broken model must not break the session
+                log.warning("importance classifier failed (%s); using the rule", e)
+        return [_rule_category(u) for u in units]
 
 
 def _key(u: Unit) -> tuple[int, int]:
