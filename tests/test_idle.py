@@ -11,6 +11,7 @@ from llm_server import LLMServer, Reply
 
 from winnow.cli import main
 from winnow.runtime.archive import AuditLog, read_audit, restore
+from winnow.runtime.budget import ContextBudget, read_samples
 from winnow.runtime.idle import INSTRUCTION, IdleCompactor, IdleConfig, VirtualClock, session_ttl
 from winnow.runtime.llm import Conversation, LLMClient, LLMError
 from winnow.runtime.session import Session
@@ -410,3 +411,28 @@ def test_failed_compaction_and_failed_turn_change_nothing(tmp_path):
     entry = read_audit(tmp_path / "s1.audit.jsonl")[-1]
     assert entry["event"] == "failed" and "529" in entry["error"]
     assert not list(tmp_path.glob("s1.*.compact.jsonl"))
+
+
+def test_session_records_budget_from_real_usage(tmp_path):
+    async def go():
+        with LLMServer(replies=script(Reply(SUMMARY))) as srv:
+            clock, conv, client, compactor, _ = make(srv, tmp_path)
+            budget = ContextBudget(
+                tmp_path / "budget.jsonl",
+                window=20_000,
+                threshold=40,
+                checkpoint_path=tmp_path / "ckpt.md",
+            )
+            session = Session(conv, client, compactor=compactor, budget=budget)
+            done = await session.send("Now wire it into the login view.")
+            await client.aclose()
+            return done.usage, srv.requests[0]
+
+    usage, rec = asyncio.run(go())
+    (sample,) = read_samples(tmp_path / "budget.jsonl")
+    assert (
+        sample.used
+        == usage["input_tokens"] + usage["output_tokens"]
+        == len(rec.raw) // 4 + usage["output_tokens"]
+    )
+    assert sample.crossed and (tmp_path / "ckpt.md").is_file()  # ~13K of 20K: past 40%
