@@ -448,17 +448,20 @@ class IdleCompactor:
         return "\n\n".join(parts), len(picked)
 
     def _start_labelling(self) -> asyncio.Future:
-        """Label the units not labelled yet, off the event loop; returns the (shared) task."""
+        """Label every unit not labelled yet, off the event loop; returns the (shared) task."""
         if self._label_task and not self._label_task.done():
-            return self._label_task
-        conv = self.conversation
-        units = [u for u in to_units(conv.api, conv.messages) if self._label(u) is None]
+            return self._label_task  # it loops until the units added meanwhile are done too
 
         async def run() -> None:
-            cats = await asyncio.to_thread(self._predict, units) if units else []
-            self._labels.update(
-                {_key(u): (hash(u.text), c) for u, c in zip(units, cats, strict=True)}
-            )
+            while True:
+                conv = self.conversation
+                units = [u for u in to_units(conv.api, conv.messages) if self._label(u) is None]
+                if not units:
+                    return
+                cats = await asyncio.to_thread(self._predict, units)
+                self._labels.update(
+                    {_key(u): (hash(u.text), c) for u, c in zip(units, cats, strict=True)}
+                )
 
         self._label_task = asyncio.get_running_loop().create_task(run())
         return self._label_task
