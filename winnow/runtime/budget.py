@@ -175,7 +175,7 @@ class ContextBudget:
 def read_samples(path: str | Path) -> list[Sample]:
     """Samples of a budget JSONL file; lines that are not samples are skipped."""
     out = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             out.append(Sample(**json.loads(line)))
         except (ValueError, TypeError):

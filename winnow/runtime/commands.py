@@ -210,9 +210,11 @@ def _run_audit(args: argparse.Namespace) -> int:
     if not path.is_file():
         return _err("audit", f"no audit log at {path}")
     try:
-        entries = read_audit(path)
+        entries = [e for e in read_audit(path) if isinstance(e, dict) and "event" in e]
     except ValueError as e:
         return _err("audit", f"{path} is not an audit log (JSON Lines): {e}")
+    if not entries:
+        return _err("audit", f"{path} holds no audit entries")
     table = Table(title=f"audit log {path}")
     for col in ("time (UTC)", "event", "trigger", "tokens", "est. hit", "cache hit"):
         right = col not in ("event", "trigger")
