@@ -436,3 +436,34 @@ def test_session_records_budget_from_real_usage(tmp_path):
         == len(rec.raw) // 4 + usage["output_tokens"]
     )
     assert sample.crossed and (tmp_path / "ckpt.md").is_file()  # ~13K of 20K: past 40%
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+def test_client_folds_streamed_text_and_tool_calls(api):
+    async def go():
+        with LLMServer(
+            replies=[Reply("Let me read it.", tool_calls=[("Read", {"file_path": "a.py"})])]
+        ) as srv:
+            base = srv.base_url if api == "anthropic" else srv.openai_base_url
+            client = LLMClient(base, api=api, api_key="k")
+            pieces = []
+            done = await client.complete(
+                Conversation(api, "m", [{"role": "user", "content": "go"}]), on_text=pieces.append
+            )
+            await client.aclose()
+            return done, pieces, srv.requests[0].headers
+
+    done, pieces, headers = asyncio.run(go())
+    assert "".join(pieces) == done.text == "Let me read it." and done.usage
+    if api == "anthropic":
+        assert done.message["content"][1] == {
+            "type": "tool_use",
+            "id": "toolu_01",
+            "name": "Read",
+            "input": {"file_path": "a.py"},
+        }
+        assert done.stop_reason == "tool_use" and headers["x-api-key"] == "k"
+    else:
+        call = done.message["tool_calls"][0]
+        assert call["function"] == {"name": "Read", "arguments": '{"file_path": "a.py"}'}
+        assert done.stop_reason == "tool_calls" and headers["authorization"] == "Bearer k"
