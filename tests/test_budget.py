@@ -170,6 +170,12 @@ def test_posttooluse_hook_asks_for_checkpoint_once(tmp_path):
     assert (r.returncode, r.stdout) == (0, "")
 
 
+def test_budget_hook_prints_settings_entry(capsys):
+    assert main(["budget", "hook"]) == 0
+    entry = json.loads(capsys.readouterr().out)["hooks"]["PostToolUse"][0]
+    assert entry["matcher"] == "*" and str(HOOK) in entry["hooks"][0]["command"]
+
+
 def test_posttooluse_hook_bad_input_never_fails_the_tool(tmp_path):
     r = _run_hook(tmp_path, tmp_path / "missing.jsonl")
     assert r.returncode == 0 and r.stdout == "" and r.stderr.count("\n") == 1

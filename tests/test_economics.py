@@ -43,9 +43,17 @@ def test_economics_command_prints_table(capsys):
     assert "17.3%" in out and "62.8%" in out and "+36,625" in out and "-75,700" in out
 
 
+def test_economics_custom_profile(capsys):
+    assert main(["economics", "--custom", "0.5/1/4"]) == 0
+    out = capsys.readouterr().out
+    assert "custom" in out and "62.8%" in out and "anthropic-5m" not in out
+
+
 @pytest.mark.parametrize(
     "argv",
     [
+        ["--custom", "0.1/fast"],
+        ["--custom", "0.1/1.25/5/300/9"],
         ["--tokens", "lots"],
         ["--resume-probability", "1.5"],
         ["--compacted", "300000"],

@@ -48,6 +48,20 @@ def _add_economics(p: argparse.ArgumentParser) -> None:
         "--resume-probability", default=None, help="P(resume after the TTL), 0..1: adds EV columns"
     )
     p.add_argument("--profile", action="append", help="only these profiles (repeatable)")
+    p.add_argument(
+        "--custom",
+        metavar="READ/WRITE/OUTPUT[/TTL_S]",
+        help="add a profile of your own, e.g. 0.1/1.25/5/300",
+    )
+
+
+def _custom_profile(spec: str):
+    from winnow.runtime.economics import CacheProfile
+
+    parts = [float(x) for x in spec.split("/")]
+    if len(parts) not in (3, 4) or min(parts) <= 0 or not all(map(math.isfinite, parts)):
+        raise ValueError(spec)
+    return CacheProfile("custom", *parts[:3], ttl_s=int(parts[3]) if len(parts) == 4 else 300)
 
 
 def _run_economics(args: argparse.Namespace) -> int:
@@ -70,10 +84,19 @@ def _run_economics(args: argparse.Namespace) -> int:
         )
     if compacted >= tokens:
         return _err("economics", f"--compacted ({compacted:,}) must be below --tokens ({tokens:,})")
-    names = args.profile or list(PROFILES)
-    unknown = [n for n in names if n not in PROFILES]
+    profiles = dict(PROFILES)
+    names = args.profile or ([] if args.custom else list(PROFILES))
+    unknown = [n for n in names if n not in profiles]
     if unknown:
         return _err("economics", f"unknown profile {unknown[0]!r}; known: {', '.join(PROFILES)}")
+    if args.custom:
+        try:
+            profiles["custom"] = _custom_profile(args.custom)
+        except ValueError:
+            return _err(
+                "economics", f"--custom wants READ/WRITE/OUTPUT[/TTL_S], got {args.custom!r}"
+            )
+        names.append("custom")
 
     table = Table(
         title=f"Idle compaction of {tokens:,} tokens to {compacted:,} ({summary:,}-token summary)",
@@ -86,7 +109,7 @@ def _run_economics(args: argparse.Namespace) -> int:
         table.add_column(f"EV @ p={p:g}", justify="right", no_wrap=True)
         table.add_column("arm", justify="center", no_wrap=True)
     for name in names:
-        prof = PROFILES[name]
+        prof = profiles[name]
         est = estimate(tokens, compacted, summary, prof)
         ttl = f"{prof.ttl_s // 3600} h" if prof.ttl_s >= 3600 else f"{prof.ttl_s // 60} min"
         row = [
@@ -112,8 +135,9 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "values",
         nargs="*",
-        metavar="USED [WINDOW] | report [FILE]",
-        help="tokens in use and the window (default 200000); or `report` over a samples file",
+        metavar="USED [WINDOW] | report [FILE] | hook",
+        help="tokens in use and the window (default 200000); `report` over a samples file; "
+        "`hook`: the Claude Code settings entry for the PostToolUse hook",
     )
     p.add_argument(
         "--threshold", default=None, help="percent (default: $HARNESS_CTX_THRESHOLD or 40)"
@@ -141,8 +165,10 @@ def _run_budget(args: argparse.Namespace) -> int:
         return _err("budget", f"--threshold must be a percent in (0, 100], got {args.threshold!r}")
     if args.values[:1] == ["report"]:
         return _budget_report(args, threshold)
+    if args.values == ["hook"]:
+        return _budget_hook()
     if not 1 <= len(args.values) <= 2:
-        return _err("budget", "usage: winnow budget USED [WINDOW]  or  winnow budget report [FILE]")
+        return _err("budget", "usage: winnow budget USED [WINDOW] | report [FILE] | hook")
     try:
         used = _count(args.values[0], "USED")
         window = _count(args.values[1], "WINDOW") if len(args.values) == 2 else DEFAULT_WINDOW
@@ -153,6 +179,19 @@ def _run_budget(args: argparse.Namespace) -> int:
     pct = occupancy(used, window)
     print(f"{math.floor(pct)}%")
     return 2 if pct >= threshold else 0
+
+
+def _budget_hook() -> int:
+    """Print the .claude/settings.json entry that runs the packaged PostToolUse hook."""
+    import json
+    import shlex
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent / "hooks" / "claude_code_posttooluse.py"
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    entry = {"matcher": "*", "hooks": [{"type": "command", "command": command}]}
+    print(json.dumps({"hooks": {"PostToolUse": [entry]}}, indent=2))
+    return 0
 
 
 def _budget_report(args: argparse.Namespace, threshold: float) -> int:
