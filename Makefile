@@ -19,8 +19,12 @@ $(VENV)/.all: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[train,dev,llm,serve]"
 	touch $@ $(VENV)/.base
 
+# The main job on the shipped default model: label every unit of a real transcript, then
+# compress it to 30% of its tokens, keeping must-keep units verbatim and tool pairs whole.
 demo: $(VENV)/.base
-	$(BIN)/winnow demo $(DEMO_FILE)
+	$(BIN)/winnow classify $(DEMO_FILE)
+	@mkdir -p out
+	$(BIN)/winnow compress $(DEMO_FILE) --limit 30% -o out/demo.compressed.jsonl
 
 test: $(VENV)/.all
 	$(BIN)/ruff check winnow tests
