@@ -1,0 +1,148 @@
+"""Hand features and unit encoding: shapes, cues on real units, train/serve identity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from winnow.classifier.features import (
+    CLIP_HEAD,
+    CLIP_TAIL,
+    FEATURE_NAMES,
+    N_FEATURES,
+    TOOL_BUCKETS,
+    batch_features,
+    clip_text,
+    session_lengths,
+    tool_bucket,
+    unit_features,
+)
+from winnow.data.schema import Unit
+
+FIXTURE = Path(__file__).parent / "fixtures" / "classifier" / "sessions.jsonl"
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+def named(v: np.ndarray) -> set[str]:
+    return {FEATURE_NAMES[i] for i in np.flatnonzero(v)}
+
+
+def test_names_are_unique_and_sized():
+    assert len(set(FEATURE_NAMES)) == N_FEATURES == len(FEATURE_NAMES)
+
+
+@pytest.mark.parametrize(
+    "name,bucket",
+    [
+        ("Read", "read"),
+        ("read_file", "read"),
+        ("Grep", "search"),
+        ("Glob", "list"),
+        ("LS", "list"),
+        ("Edit", "edit"),
+        ("str_replace_editor", "edit"),
+        ("apply_patch", "edit"),
+        ("Write", "write"),
+        ("write_file", "write"),
+        ("Bash", "shell"),
+        ("PowerShell", "shell"),
+        ("exec_command", "shell"),
+        ("TodoWrite", "plan"),
+        ("update_plan", "plan"),
+        ("WebFetch", "web"),
+        ("mcp__github__search_issues", "search"),
+        ("frobnicate", "other"),
+        (None, "none"),
+    ],
+)
+def test_tool_bucket(name, bucket):
+    assert bucket in TOOL_BUCKETS
+    assert tool_bucket(name) == bucket
+
+
+def test_clip_keeps_head_and_tail():
+    text = "H" * 5000 + "T" * 5000
+    c = clip_text(text)
+    assert c.startswith("H" * CLIP_HEAD) and c.endswith("T" * CLIP_TAIL)
+    assert len(c) == CLIP_HEAD + CLIP_TAIL + 1
+    assert clip_text("short") == "short"
+
+
+def test_structural_features():
+    u = Unit("s:3", "s", 3, "tool", "tool_result", "x" * 2000, tool_name="Bash", is_error=True)
+    f = named(unit_features(u, session_len=10))
+    assert {"role=tool", "kind=tool_result", "tool=shell", "is_error", "len<=3000"} <= f
+    v = unit_features(u, session_len=10)
+    assert v[FEATURE_NAMES.index("rel_position")] == pytest.approx(3 / 9)
+    # Without a session length the unit is the latest of its session.
+    assert "last_in_session" in named(unit_features(u))
+    assert "last_in_session" not in f
+
+
+def test_text_cues():
+    def cues(text, role="assistant", kind="text"):
+        return named(unit_features({"role": role, "kind": kind, "text": text, "index": 0}))
+
+    assert "cue=ack" in cues("ok, go ahead", role="user")
+    assert "cue=error_word" in cues("Traceback (most recent call last):\nValueError: bad")
+    assert "cue=decision_phrase" in cues("The root cause is the fake-timer race on retry 3.")
+    assert "cue=constraint_word" in cues("Don't change the public API.", role="user")
+    assert "cue=path_ext" in cues("see winnow/data/schema.py for the fields")
+    assert "cue=url" in cues("docs at https://example.com/x")
+    assert "cue=fence" in cues("```python\nprint(1)\n```")
+    assert "cue=wrapper" in cues("<command-name>/clear</command-name>", role="user")
+    assert "cue=housekeeping" in cues("<command-name>/clear</command-name>", role="user")
+    assert "cue=boilerplate_marker" in cues("<system-reminder>x</system-reminder>", role="user")
+    assert "empty" in cues("   ")
+    assert "cue=question" in cues("Why does the login test fail?", role="user")
+
+
+def test_cues_see_the_tail_of_long_units():
+    text = "ok\n" * 3000 + "Error: exit code 1"
+    assert "cue=error_word" in named(
+        unit_features({"role": "tool", "kind": "tool_result", "text": text})
+    )
+
+
+def test_dicts_and_units_agree(rows):
+    units = [Unit.from_dict(r) for r in rows]
+    np.testing.assert_array_equal(batch_features(rows), batch_features(units))
+
+
+def test_session_lengths(rows):
+    lengths = session_lengths(rows)
+    by_session: dict[str, int] = {}
+    for r in rows:
+        by_session[r["session_id"]] = max(by_session.get(r["session_id"], 0), r["index"] + 1)
+    assert lengths == [by_session[r["session_id"]] for r in rows]
+
+
+def test_features_are_finite_and_bounded(rows):
+    f = batch_features(rows)
+    assert f.shape == (len(rows), N_FEATURES) and f.dtype == np.float32
+    assert np.isfinite(f).all() and f.min() >= 0.0 and f.max() <= 1.5
+
+
+def test_training_and_serving_compute_identical_inputs(rows, tmp_path):
+    """The trainer's encoding of a split and the serving classifier's see the same numbers."""
+    pytest.importorskip("torch")
+    from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer
+    from winnow.serving.classifier import ImportanceClassifier
+    from winnow.training.trainer import _encode
+
+    encoder = UnitEncoder(train_tokenizer((r["text"] for r in rows), vocab_size=600), max_len=48)
+    train_side = _encode(rows, encoder, heuristic_weight=0.3)
+
+    serve = ImportanceClassifier.__new__(ImportanceClassifier)  # no model needed for inputs
+    serve.encoder = encoder
+    np.testing.assert_array_equal(serve.features(rows), train_side.features)
+    assert serve.encoder.encode(rows) == train_side.ids
+    one = [serve.encoder.encode_one(r)[0].tolist() for r in rows]
+    assert one == train_side.ids

@@ -1,0 +1,91 @@
+"""The torch model and trainer: shapes, the lean export path, determinism, a tiny fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from winnow.classifier.model import ModelConfig, UnitClassifier  # noqa: E402
+from winnow.classifier.tokenizer import PAD_ID  # noqa: E402
+from winnow.data.schema import CATEGORIES  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "classifier" / "sessions.jsonl"
+SMALL = ModelConfig(vocab_size=300, max_len=32, d_model=32, n_heads=2, d_ff=64, n_layers=2)
+
+
+def batch(config: ModelConfig, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, config.vocab_size, (4, config.max_len), generator=g)
+    ids[1, 5:] = PAD_ID
+    ids[2, 1:] = PAD_ID  # a one-token unit
+    return ids, torch.rand(4, config.n_features, generator=g)
+
+
+def test_logits_shape():
+    model = UnitClassifier(SMALL).eval()
+    assert model(*batch(SMALL)).shape == (4, len(CATEGORIES))
+
+
+def test_lean_forward_equals_transformer_layers():
+    """The exported path (plain ops) computes what nn.TransformerEncoderLayer computes."""
+    torch.manual_seed(0)
+    model = UnitClassifier(SMALL).eval()
+    ids, feats = batch(SMALL)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model.forward_lean(ids, feats), model(ids, feats), atol=1e-5, rtol=1e-4
+        )
+
+
+def test_padding_does_not_change_a_unit():
+    torch.manual_seed(0)
+    model = UnitClassifier(SMALL).eval()
+    ids, feats = batch(SMALL)
+    short = ids[1:2, :5]
+    with torch.no_grad():
+        alone = model.forward_lean(short, feats[1:2])
+        padded = model.forward_lean(ids[1:2], feats[1:2])
+    torch.testing.assert_close(alone, padded, atol=1e-5, rtol=1e-4)
+
+
+def _write_dataset(tmp: Path) -> Path:
+    """A data set folder from the fixture: one session per split (shape of `winnow dataset`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    sessions = list(dict.fromkeys(r["session_id"] for r in rows))
+    parts = {"train": sessions[:2], "validation": sessions[2:3], "test": sessions[3:]}
+    for name, sids in parts.items():
+        part = [r for r in rows if r["session_id"] in sids]
+        pq.write_table(pa.Table.from_pylist(part), tmp / f"{name}.parquet")
+    return tmp
+
+
+@pytest.mark.slow
+def test_tiny_fit_is_deterministic_and_learns(tmp_path):
+    from rich.console import Console
+
+    from winnow.training.config import TrainConfig
+    from winnow.training.trainer import Trainer
+
+    data = _write_dataset(tmp_path)
+    config = TrainConfig(
+        model=ModelConfig(vocab_size=400, max_len=32, d_model=32, d_ff=64), epochs=3, patience=3
+    )
+    quiet = Console(quiet=True)
+    a = Trainer(config, console=quiet).fit(data)
+    b = Trainer(config, console=quiet).fit(data)
+    assert [h["loss"] for h in a.history] == [h["loss"] for h in b.history]
+    assert a.history[-1]["loss"] < a.history[0]["loss"]
+    for pa_, pb in zip(a.model.parameters(), b.model.parameters()):
+        assert torch.equal(pa_, pb)
+    assert a.data_summary["train_hand_units"] > 0
+    assert a.validation["gold"] == "hand"
+    assert 1 <= a.best_epoch <= 3
+    assert np.isfinite(a.validation["macro_f1"])

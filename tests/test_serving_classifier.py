@@ -1,0 +1,191 @@
+"""The torch-free serving classifier with the shipped model: API, checksums, threads, CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from winnow.data.schema import CATEGORIES, Unit
+from winnow.serving.classifier import (
+    ImportanceClassifier,
+    ModelError,
+    Prediction,
+    default_model_path,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "classifier" / "sessions.jsonl"
+
+
+@pytest.fixture(scope="module")
+def clf() -> ImportanceClassifier:
+    return ImportanceClassifier.load()
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+def test_default_model_is_shipped():
+    path = default_model_path()
+    assert path == ROOT / "models" / "winnow-small" or path.name == "winnow-small"
+    for name in (
+        "model.onnx",
+        "tokenizer.json",
+        "config.json",
+        "metrics.json",
+        "MODEL_CARD.md",
+        "SHA256SUMS",
+    ):
+        assert (path / name).is_file(), name
+
+
+def test_info(clf):
+    info = clf.info
+    assert info["name"] == "winnow-small"
+    assert info["labels"] == list(CATEGORIES)
+    assert set(info["sha256"]) >= {"model.onnx", "tokenizer.json", "config.json"}
+    assert all(len(h) == 64 for h in info["sha256"].values())
+
+
+def test_predict_dicts_and_units(clf, rows):
+    preds = clf.predict(rows)
+    assert len(preds) == len(rows)
+    for p in preds:
+        assert isinstance(p, Prediction) and p.category in CATEGORIES
+        assert list(p.scores) == list(CATEGORIES)
+        assert sum(p.scores.values()) == pytest.approx(1.0, abs=1e-4)
+        assert p.category == max(p.scores, key=p.scores.get)
+    units = [Unit.from_dict(r) for r in rows]
+    assert [p.category for p in clf.predict(units)] == [p.category for p in preds]
+
+
+def test_single_and_batch_paths_agree(clf, rows):
+    """predict_one with the session length == the batched, bucketed, padded path."""
+    lengths = {}
+    for r in rows:
+        lengths[r["session_id"]] = max(lengths.get(r["session_id"], 0), r["index"] + 1)
+    batch = clf.predict_proba(rows, batch_size=16, chunk=50)
+    for r, p in zip(rows, batch):
+        one = clf.predict_one(r, session_len=lengths[r["session_id"]])
+        np.testing.assert_allclose(list(one.scores.values()), p, atol=1e-5)
+
+
+def test_it_beats_nothing_on_the_fixture(clf, rows):
+    """Not a benchmark (see metrics.json); a smoke check that the shipped model is not noise."""
+    hand = [r for r in rows if r["hand_label"]]
+    preds = clf.predict(rows)
+    acc = np.mean([p.category == r["category"] for p, r in zip(preds, rows) if r["hand_label"]])
+    assert len(hand) > 50 and acc > 0.6
+
+
+def test_obvious_units(clf):
+    units = [
+        {"id": "s:0", "session_id": "s", "index": 0, "role": "user", "kind": "text",
+         "text": "Add rate limiting to the login endpoint, max 5 tries a minute"},
+        {"id": "s:1", "session_id": "s", "index": 1, "role": "assistant", "kind": "tool_call",
+         "tool_name": "Edit", "text": '{"file_path":"app/login.py","old_string":"def login():","new_string":"@limit(5)\\ndef login():"}'},
+        {"id": "s:2", "session_id": "s", "index": 2, "role": "tool", "kind": "tool_result", "tool_name": "Bash",
+         "is_error": True, "text": "FAILED tests/test_auth.py::test_lockout - AssertionError: 6 != 5"},
+        {"id": "s:3", "session_id": "s", "index": 3, "role": "user", "kind": "text",
+         "text": "<command-name>/clear</command-name>"},
+    ]  # fmt: skip
+    assert [p.category for p in clf.predict(units)] == [
+        "requirement",
+        "code",
+        "error",
+        "boilerplate",
+    ]
+
+
+def test_empty_input(clf):
+    assert clf.predict([]) == []
+    assert clf.predict_proba([]).shape == (0, len(CATEGORIES))
+
+
+def test_thread_safe(rows):
+    clf = ImportanceClassifier.load(threads=1)
+    want = [p.category for p in clf.predict(rows)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: [p.category for p in clf.predict(rows)], range(8)))
+    assert all(g == want for g in got)
+    singles = list(ThreadPoolExecutor(4).map(clf.predict_one, rows))
+    assert [s.category for s in singles] == [clf.predict_one(r).category for r in rows]
+
+
+def test_checksum_mismatch_is_one_clear_error(tmp_path):
+    model = tmp_path / "m"
+    shutil.copytree(default_model_path(), model)
+    with open(model / "tokenizer.json", "a") as f:
+        f.write(" ")
+    with pytest.raises(ModelError, match=r"tokenizer.json: sha256 .* does not match SHA256SUMS"):
+        ImportanceClassifier.load(model)
+    (model / "SHA256SUMS").unlink()
+    with pytest.raises(ModelError, match="no SHA256SUMS"):
+        ImportanceClassifier.load(model)
+    with pytest.raises(ModelError, match="not a winnow model directory"):
+        ImportanceClassifier.load(tmp_path / "nowhere")
+
+
+def test_feature_spec_mismatch_is_refused(tmp_path):
+    from winnow.training.export import write_checksums
+
+    model = tmp_path / "m"
+    shutil.copytree(default_model_path(), model)
+    config = json.loads((model / "config.json").read_text())
+    config["features"]["version"] = 999
+    (model / "config.json").write_text(json.dumps(config))
+    write_checksums(model)
+    with pytest.raises(ModelError, match="feature spec v999"):
+        ImportanceClassifier.load(model)
+
+
+def test_serving_never_imports_torch():
+    code = (
+        "import sys, winnow, winnow.serving\n"
+        "from winnow.serving import ImportanceClassifier\n"
+        "p = ImportanceClassifier.load().predict_one({'role': 'user', 'kind': 'text', 'text': 'hi'})\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "print(p.category)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() in CATEGORIES
+
+
+def test_cli_classify_jsonl_keeps_ids(tmp_path, capsys):
+    from winnow.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "category"}) + "\n" for r in json.loads(
+        "[" + ",".join(FIXTURE.read_text().splitlines()) + "]")))  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    assert main(["classify", str(src), "-o", str(out)]) == 0
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    ins = [json.loads(line) for line in src.read_text().splitlines()]
+    assert [r["id"] for r in recs] == [r["id"] for r in ins]
+    assert all(r["category"] in CATEGORIES and set(r["scores"]) == set(CATEGORIES) for r in recs)
+    assert all(r["text"] == i["text"] for r, i in zip(recs, ins))
+    assert main(["classify", str(src)]) == 0
+    table = capsys.readouterr().out
+    assert "category" in table and "status" in table
+
+
+def test_cli_classify_bad_input(tmp_path, capsys):
+    from winnow.cli import main
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not a transcript\n")
+    assert main(["classify", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.txt" in err and "Traceback" not in err

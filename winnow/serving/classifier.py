@@ -1,0 +1,252 @@
+"""The torch-free importance classifier: ONNX Runtime + tokenizers + numpy.
+
+    from winnow.serving import ImportanceClassifier
+    clf = ImportanceClassifier.load()                  # the shipped winnow-small
+    clf.predict_one({"role": "user", "kind": "text", "text": "Add rate limiting"}).category
+    preds = clf.predict(units)                         # whole sessions: best features
+
+Units are SCHEMA.md dicts or `Unit`s. Features that depend on the session (relative
+position) are computed from the units passed together, so pass whole sessions when you
+have them; a lone unit is taken as the latest of its session, as in live use.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from winnow.classifier.features import (
+    FEATURE_NAMES,
+    FEATURE_VERSION,
+    N_FEATURES,
+    session_lengths,
+    unit_features,
+)
+from winnow.classifier.tokenizer import UnitEncoder
+from winnow.data.schema import Unit
+
+DEFAULT_MODEL = "winnow-small"
+FORMAT_VERSION = 1  # of the model directory layout (winnow.training.export writes it)
+CHECKSUMS = "SHA256SUMS"
+REQUIRED_FILES = ("model.onnx", "tokenizer.json", "config.json")
+
+
+class ModelError(ValueError):
+    """A model directory that is missing, corrupt or made for another winnow."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A unit's category and the probability of every category."""
+
+    category: str
+    scores: dict[str, float]
+
+    @property
+    def confidence(self) -> float:
+        return self.scores[self.category]
+
+
+def default_model_path() -> Path:
+    """The shipped default model: in the installed package, else in the source tree."""
+    try:
+        p = Path(str(resources.files("winnow.models") / DEFAULT_MODEL))
+        if (p / "config.json").is_file():
+            return p
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parents[2] / "models" / DEFAULT_MODEL
+
+
+def _verify(model_dir: Path) -> dict[str, str]:
+    import hashlib
+
+    sums_file = model_dir / CHECKSUMS
+    if not sums_file.is_file():
+        raise ModelError(f"{model_dir}: no {CHECKSUMS}; not a winnow model directory")
+    sums: dict[str, str] = {}
+    for lineno, line in enumerate(sums_file.read_text().splitlines(), 1):
+        parts = line.split()
+        if len(parts) != 2 or len(parts[0]) != 64:
+            raise ModelError(f"{sums_file}:{lineno}: not a `<sha256>  <file>` line")
+        sums[parts[1].lstrip("*")] = parts[0]
+    for name in REQUIRED_FILES:
+        if name not in sums:
+            raise ModelError(f"{sums_file}: {name} is not listed")
+    for name, want in sums.items():
+        path = model_dir / name
+        if not path.is_file():
+            raise ModelError(f"{path}: listed in {CHECKSUMS} but missing")
+        got = hashlib.sha256(path.read_bytes()).hexdigest()
+        if got != want:
+            raise ModelError(
+                f"{path}: sha256 {got[:12]}... does not match {CHECKSUMS} ({want[:12]}...); "
+                "the file is corrupt or was changed"
+            )
+    return sums
+
+
+class ImportanceClassifier:
+    """Predicts the importance category (TAXONOMY.md) of transcript units.
+
+    Thread-safe: the ONNX Runtime session and the tokenizer are only read after `load`.
+    """
+
+    def __init__(
+        self, model_dir: Path, config: dict[str, Any], sha256: dict[str, str], threads: int = 1
+    ):
+        import onnxruntime as ort
+
+        self.model_dir = model_dir
+        self.config = config
+        self.sha256 = sha256
+        self.labels: tuple[str, ...] = tuple(config["labels"])
+        self.threads = threads
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(
+            str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"]
+        )
+        self.encoder = UnitEncoder.from_file(model_dir / "tokenizer.json", int(config["max_len"]))
+        self._output = [config.get("output_name", "probs")]
+        self._local = threading.local()
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, threads: int = 1, verify: bool = True
+    ) -> ImportanceClassifier:
+        """Load a model directory (None: the shipped default), checking every file's sha256."""
+        model_dir = Path(path).expanduser() if path is not None else default_model_path()
+        if not (model_dir / "config.json").is_file():
+            raise ModelError(f"{model_dir}: no config.json; not a winnow model directory")
+        sums = _verify(model_dir) if verify else {}
+        try:
+            config = json.loads((model_dir / "config.json").read_text())
+        except json.JSONDecodeError as e:
+            raise ModelError(
+                f"{model_dir / 'config.json'}:{e.lineno}: invalid JSON ({e.msg})"
+            ) from None
+        if int(config.get("format_version", 0)) > FORMAT_VERSION:
+            raise ModelError(
+                f"{model_dir}: model format v{config.get('format_version')} is newer than this "
+                f"winnow reads (v{FORMAT_VERSION}); upgrade winnow"
+            )
+        feats = config.get("features", {})
+        if (
+            feats.get("version") != FEATURE_VERSION
+            or tuple(feats.get("names", ())) != FEATURE_NAMES
+        ):
+            raise ModelError(
+                f"{model_dir}: trained on feature spec v{feats.get('version')} but this winnow "
+                f"computes v{FEATURE_VERSION}; retrain the model or use a matching winnow"
+            )
+        return cls(model_dir, config, sums, threads)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """Name, version, labels, path, sha256 of each file and training summary."""
+        c = self.config
+        return {
+            "name": c.get("name"),
+            "version": c.get("version"),
+            "labels": list(self.labels),
+            "path": str(self.model_dir),
+            "sha256": dict(self.sha256),
+            "max_len": c.get("max_len"),
+            "training": {k: v for k, v in c.get("training", {}).items() if k != "config"},
+        }
+
+    def _features_buf(self) -> np.ndarray:
+        buf = getattr(self._local, "buf", None)
+        if buf is None:
+            buf = self._local.buf = np.zeros((1, N_FEATURES), np.float32)
+        else:
+            buf.fill(0.0)
+        return buf
+
+    def features(
+        self, units: Sequence[Unit | dict[str, Any]], session_lens: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """The [len(units), N_FEATURES] hand features the network sees; session lengths are
+        taken from `units` unless given."""
+        lengths = session_lengths(units) if session_lens is None else session_lens
+        out = np.zeros((len(units), N_FEATURES), np.float32)
+        for i, (u, n) in enumerate(zip(units, lengths)):
+            unit_features(u, n, out[i])
+        return out
+
+    def predict_one(
+        self, unit: Unit | dict[str, Any], session_len: int | None = None
+    ) -> Prediction:
+        """One unit, lowest latency. `session_len`: units in its session (None: it is the latest)."""
+        feats = self._features_buf()
+        unit_features(unit, session_len, feats[0])
+        ids = self.encoder.encode_one(unit)
+        probs = self.session.run(self._output, {"input_ids": ids, "features": feats})[0][0]
+        return Prediction(self.labels[int(probs.argmax())], dict(zip(self.labels, probs.tolist())))
+
+    def predict(
+        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 128
+    ) -> list[Prediction]:
+        """One Prediction per unit, in order."""
+        units = list(units)
+        if len(units) == 1:
+            return [self.predict_one(units[0])]
+        return self.predict_batch(units, batch_size)
+
+    def predict_batch(
+        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 128, chunk: int = 2048
+    ) -> list[Prediction]:
+        """Many units: length-bucketed batches, features computed beside the network."""
+        probs = self.predict_proba(units, batch_size, chunk)
+        labels = self.labels
+        best = probs.argmax(1).tolist()
+        return [Prediction(labels[b], dict(zip(labels, p))) for b, p in zip(best, probs.tolist())]
+
+    def predict_proba(
+        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 128, chunk: int = 2048
+    ) -> np.ndarray:
+        """[len(units), len(labels)] probabilities.
+
+        Work goes in chunks: while the tokenizer and ONNX Runtime (both outside the GIL) score
+        one chunk, a second thread computes the next chunk's hand features (Python).
+        """
+        units = list(units)
+        out = np.zeros((len(units), len(self.labels)), np.float32)
+        if not units:
+            return out
+        lengths = session_lengths(units)
+
+        def features(lo: int, hi: int) -> np.ndarray:
+            return self.features(units[lo:hi], lengths[lo:hi])
+
+        spans = [(lo, min(lo + chunk, len(units))) for lo in range(0, len(units), chunk)]
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(features, *spans[0])
+            for k, (lo, hi) in enumerate(spans):
+                ids = self.encoder.encode(units[lo:hi])
+                feats = pending.result()
+                if k + 1 < len(spans):
+                    pending = pool.submit(features, *spans[k + 1])
+                order = sorted(range(hi - lo), key=lambda i: len(ids[i]))
+                for s in range(0, len(order), batch_size):
+                    idx = order[s : s + batch_size]
+                    x = UnitEncoder.pad([ids[i] for i in idx])
+                    p = self.session.run(self._output, {"input_ids": x, "features": feats[idx]})[0]
+                    out[np.asarray(idx) + lo] = p
+        return out
+
+
+__all__ = ["ImportanceClassifier", "ModelError", "Prediction", "default_model_path"]

@@ -1,0 +1,232 @@
+"""`winnow train`, `winnow evaluate`, `winnow release` and `winnow classify`.
+
+Light at import: torch and the training code load inside `run`, and `classify` never
+touches torch (it runs the ONNX model through winnow.serving).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"winnow {command}: {message}", file=sys.stderr)
+    return 1
+
+
+# --- train -----------------------------------------------------------------------------------
+
+
+def _add_train(p: argparse.ArgumentParser) -> None:
+    from winnow.classifier.config import ModelConfig
+    from winnow.training.config import TrainConfig
+
+    t, m = TrainConfig(), ModelConfig()
+    p.add_argument("data", metavar="DATA_DIR", help="a data set folder from `winnow dataset`")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="model directory to write")
+    p.add_argument("--epochs", type=int, default=t.epochs, help="at most (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=t.batch_size, help="(default: %(default)s)")
+    p.add_argument(
+        "--lr", type=float, default=t.lr, help="peak learning rate (default: %(default)s)"
+    )
+    p.add_argument(
+        "--heuristic-weight",
+        type=float,
+        default=t.heuristic_weight,
+        help="loss weight of heuristic labels; hand labels weigh 1 (default: %(default)s)",
+    )
+    p.add_argument("--patience", type=int, default=t.patience, help="(default: %(default)s)")
+    p.add_argument("--seed", type=int, default=t.seed, help="(default: %(default)s)")
+    p.add_argument(
+        "--threads", type=int, default=t.threads, help="torch threads (default: %(default)s)"
+    )
+    p.add_argument(
+        "--max-len", type=int, default=m.max_len, help="tokens per unit (default: %(default)s)"
+    )
+    p.add_argument("--d-model", type=int, default=m.d_model, help="(default: %(default)s)")
+    p.add_argument("--layers", type=int, default=m.n_layers, help="(default: %(default)s)")
+    p.add_argument("--vocab-size", type=int, default=m.vocab_size, help="(default: %(default)s)")
+    p.add_argument("--name", help="model name in config.json (default: the folder name)")
+
+
+def _train_config(args: argparse.Namespace):
+    from winnow.classifier.config import ModelConfig
+    from winnow.training.config import TrainConfig
+
+    model = ModelConfig(
+        vocab_size=args.vocab_size, max_len=args.max_len, d_model=args.d_model,
+        n_layers=args.layers, d_ff=2 * args.d_model,
+    )  # fmt: skip
+    return TrainConfig(
+        model=model, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+        heuristic_weight=args.heuristic_weight, patience=args.patience, seed=args.seed,
+        threads=args.threads,
+    )  # fmt: skip
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from winnow.training.trainer import Trainer
+
+    console = Console(stderr=True)
+    try:
+        result = Trainer(_train_config(args), console=console).fit(args.data)
+    except ValueError as e:
+        return _fail("train", str(e))
+    out = result.save(args.output, name=args.name)
+    v = result.validation
+    console.print(
+        f"[bold green]wrote[/] {out}: best epoch {result.best_epoch}, validation ({v['gold']} labels) "
+        f"macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f} ({result.seconds:.0f} s)"
+    )
+    return 0
+
+
+# --- evaluate --------------------------------------------------------------------------------
+
+
+def _add_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="a model directory ('default': the shipped one)")
+    p.add_argument("data", metavar="DATA", help="a data set folder or a labelled Parquet file")
+    p.add_argument(
+        "--split", default="test", help="split of a data set folder (default: %(default)s)"
+    )
+    p.add_argument(
+        "--confusion",
+        default="confusion.png",
+        metavar="PNG",
+        help="confusion matrix image (default: %(default)s)",
+    )
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+
+    from winnow.serving.classifier import ModelError
+    from winnow.training.evaluate import evaluate_model
+
+    console = Console()
+    try:
+        report = evaluate_model(
+            None if args.model == "default" else args.model, args.data, args.split
+        )
+    except (ModelError, ValueError) as e:
+        return _fail("evaluate", str(e))
+    if report.gold == "hand":
+        console.print(f"scored on the {report.n:,} hand-labelled units of {report.split}")
+    else:
+        console.print(
+            f"[yellow]no hand labels in {report.split}: scored against heuristic labels "
+            f"({report.n:,} units); the heuristic column agrees with itself by construction[/]"
+        )
+    report.print(console)
+    console.print(f"confusion matrix: {report.save_confusion(args.confusion)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_dict(), f, indent=1)
+    return 0
+
+
+# --- release ---------------------------------------------------------------------------------
+
+
+def _add_release(p: argparse.ArgumentParser) -> None:
+    from winnow.training.release import add_arguments
+
+    add_arguments(p)
+
+
+def _run_release(args: argparse.Namespace) -> int:
+    from winnow.training.release import run
+
+    return run(args)
+
+
+# --- classify --------------------------------------------------------------------------------
+
+
+def _add_classify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="FILE", help="transcripts in any supported format")
+    p.add_argument("-o", "--output", metavar="OUT.jsonl", help="write one JSON record per unit")
+    p.add_argument(
+        "--model", metavar="DIR", help="model directory (default: the shipped winnow-small)"
+    )
+    p.add_argument(
+        "--threads", type=int, default=1, help="ONNX Runtime threads (default: %(default)s)"
+    )
+
+
+def _run_classify(args: argparse.Namespace) -> int:
+    import json
+    import time
+    from collections import Counter
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from winnow.data.readers import ReadReport, read_paths
+    from winnow.serving.classifier import ImportanceClassifier, ModelError
+
+    err = Console(stderr=True)
+    report = ReadReport()
+    units = list(read_paths(args.paths, report))
+    for line in report.problems[:20]:
+        err.print(f"[yellow]{line}[/]", highlight=False, soft_wrap=True)
+    if not units:
+        return _fail("classify", "no units read")
+    try:
+        clf = ImportanceClassifier.load(args.model, threads=args.threads)
+    except ModelError as e:
+        return _fail("classify", str(e))
+    start = time.perf_counter()
+    preds = clf.predict(units)
+    seconds = time.perf_counter() - start
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", newline="\n") as fh:
+            for u, p in zip(units, preds):
+                rec = u.to_dict()
+                rec["category"] = p.category
+                rec["scores"] = {k: round(v, 5) for k, v in p.scores.items()}
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        err.print(f"[bold green]wrote[/] {args.output}: {len(units):,} units ({seconds:.2f} s)")
+        return 0
+    counts = Counter(p.category for p in preds)
+    conf: dict[str, float] = Counter()
+    for p in preds:
+        conf[p.category] += p.confidence
+    t = Table(
+        title=f"{len(units):,} units, {len(report.sessions):,} sessions ({clf.info['name']})",
+        box=None,
+    )
+    for col in ("category", "units", "share", "mean confidence"):
+        t.add_column(col, justify="left" if col == "category" else "right")
+    for c in clf.labels:
+        n = counts.get(c, 0)
+        t.add_row(c, f"{n:,}", f"{n / len(units):.1%}", f"{conf[c] / n:.2f}" if n else "-")
+    Console().print(t)
+    return 0
+
+
+COMMANDS = {
+    "train": ("train the importance classifier on a data set folder", _add_train, _run_train),
+    "evaluate": (
+        "score a model on a labelled split beside the heuristic labeller and a kind/tool rule",
+        _add_evaluate,
+        _run_evaluate,
+    ),
+    "release": (
+        "rebuild the shipped default model from transcripts end to end",
+        _add_release,
+        _run_release,
+    ),
+    "classify": (
+        "label every unit of transcripts with its importance category (no torch needed)",
+        _add_classify,
+        _run_classify,
+    ),
+}

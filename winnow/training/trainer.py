@@ -1,0 +1,259 @@
+"""Training the importance classifier on a data set folder (`winnow dataset` output).
+
+    result = Trainer(TrainConfig(epochs=20)).fit("data/dataset")
+    result.save("models/my-model")          # ONNX + tokenizer + config + metrics + model card
+
+Hand labels train at full weight, heuristic labels at `heuristic_weight`; classes are
+re-weighted by inverse frequency; the epoch with the best validation macro-F1 (on hand
+labels when the validation split has any) is kept. Seeded and deterministic on CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from winnow.classifier.features import N_FEATURES, session_lengths, unit_features
+from winnow.classifier.model import UnitClassifier
+from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer
+from winnow.data.schema import CATEGORIES, CATEGORY_INDEX
+from winnow.training.config import TrainConfig
+from winnow.training.evaluate import classification_metrics, load_split
+
+
+@dataclass
+class Encoded:
+    """A split ready for the network: token ids (unpadded), features, labels, loss weights."""
+
+    ids: list[list[int]]
+    features: np.ndarray
+    labels: np.ndarray
+    weights: np.ndarray
+    hand: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def batches(self, batch_size: int, rng: random.Random | None = None):
+        """Index batches of similar length (little padding); shuffled when `rng` is given."""
+        order = list(range(len(self)))
+        if rng is not None:
+            rng.shuffle(order)
+        chunk = batch_size * 32
+        out = []
+        for s in range(0, len(order), chunk):
+            part = sorted(order[s : s + chunk], key=lambda i: len(self.ids[i]))
+            out += [part[j : j + batch_size] for j in range(0, len(part), batch_size)]
+        if rng is not None:
+            rng.shuffle(out)
+        return out
+
+    def tensors(self, idx: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.from_numpy(UnitEncoder.pad([self.ids[i] for i in idx]))
+        return ids, torch.from_numpy(self.features[idx])
+
+
+@dataclass
+class TrainResult:
+    """The trained network, its tokenizer and what happened during training."""
+
+    model: UnitClassifier
+    encoder: UnitEncoder
+    config: TrainConfig
+    history: list[dict[str, Any]]
+    best_epoch: int
+    data_summary: dict[str, Any]
+    validation: dict[str, Any]
+    seconds: float
+
+    def save(self, out_dir: str | Path, name: str | None = None, **kw: Any) -> Path:
+        """Export to a model directory (see `winnow.training.export.save_model`)."""
+        from winnow.training.export import save_model
+
+        return save_model(self, out_dir, name=name, **kw)
+
+
+def _encode(
+    rows: list[dict[str, Any]],
+    encoder: UnitEncoder,
+    heuristic_weight: float,
+    live_share: float = 0.0,
+    rng: random.Random | None = None,
+) -> Encoded:
+    hand = np.array([bool(r.get("hand_label")) for r in rows])
+    lengths = session_lengths(rows)
+    if live_share and rng is not None:
+        lengths = [
+            int(r["index"]) + 1 if rng.random() < live_share else n for r, n in zip(rows, lengths)
+        ]
+    features = np.zeros((len(rows), N_FEATURES), np.float32)
+    for i, (r, n) in enumerate(zip(rows, lengths)):
+        unit_features(r, n, features[i])
+    return Encoded(
+        ids=encoder.encode(rows),
+        features=features,
+        labels=np.array([CATEGORY_INDEX[r["category"]] for r in rows], dtype=np.int64),
+        weights=np.where(hand, 1.0, heuristic_weight).astype(np.float32),
+        hand=hand,
+    )
+
+
+def predict_logits(model: UnitClassifier, data: Encoded, batch_size: int = 256) -> np.ndarray:
+    """Logits for every unit of `data`, in order."""
+    model.eval()
+    out = np.zeros((len(data), model.config.n_labels), np.float32)
+    with torch.no_grad():
+        for idx in data.batches(batch_size):
+            out[idx] = model(*data.tensors(idx)).numpy()
+    return out
+
+
+def _scored(data: Encoded) -> tuple[np.ndarray, str]:
+    """Indices to score and the label kind: hand labels when the split has any."""
+    if data.hand.any():
+        return np.flatnonzero(data.hand), "hand"
+    return np.arange(len(data)), "heuristic"
+
+
+class Trainer:
+    """Fits a `UnitClassifier` on the train split of a data set folder."""
+
+    def __init__(self, config: TrainConfig | None = None, console=None):
+        self.config = config or TrainConfig()
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+
+    def fit(self, data_dir: str | Path) -> TrainResult:
+        cfg = self.config
+        start = time.perf_counter()
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        torch.use_deterministic_algorithms(True)
+        rng = random.Random(cfg.seed)
+
+        train_rows, _ = load_split(data_dir, "train")
+        val_rows, _ = load_split(data_dir, "validation")
+        if not train_rows or not val_rows:
+            raise ValueError(f"{data_dir}: the train and validation splits must not be empty")
+        tokenizer = train_tokenizer((r["text"] or "" for r in train_rows), cfg.model.vocab_size)
+        mcfg = replace(cfg.model, vocab_size=tokenizer.get_vocab_size())
+        encoder = UnitEncoder(tokenizer, mcfg.max_len)
+        train = _encode(train_rows, encoder, cfg.heuristic_weight, cfg.live_share, rng)
+        val = _encode(val_rows, encoder, cfg.heuristic_weight)
+        val_idx, val_gold = _scored(val)
+
+        counts = np.bincount(train.labels, minlength=len(CATEGORIES)).astype(np.float64)
+        freq = np.maximum(counts, 1.0) / counts.sum()
+        class_w = np.where(counts > 0, freq**-cfg.class_weight_power, 0.0)
+        class_w = torch.tensor(class_w / class_w[counts > 0].mean(), dtype=torch.float32)
+
+        model = UnitClassifier(mcfg)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        steps = cfg.epochs * math.ceil(len(train) / cfg.batch_size)
+        warm = max(1, int(steps * cfg.warmup_share))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
+        )
+        summary = {
+            "train_units": len(train),
+            "train_hand_units": int(train.hand.sum()),
+            "validation_units": len(val),
+            "validation_hand_units": int(val.hand.sum()),
+            "train_categories": {c: int(counts[i]) for i, c in enumerate(CATEGORIES)},
+        }
+        self.console.print(
+            f"training on {len(train):,} units ({int(train.hand.sum()):,} hand-labelled), "
+            f"validating on {len(val_idx):,} {val_gold}-labelled units"
+        )
+        history: list[dict[str, Any]] = []
+        best: tuple[float, int, dict] = (-1.0, 0, {})
+        for epoch in range(1, cfg.epochs + 1):
+            t0 = time.perf_counter()
+            loss = self._epoch(model, opt, sched, train, class_w, rng, epoch)
+            logits = predict_logits(model, val)
+            pred = [CATEGORIES[i] for i in logits[val_idx].argmax(1)]
+            gold = [CATEGORIES[i] for i in val.labels[val_idx]]
+            m = classification_metrics(gold, pred)
+            history.append(
+                {
+                    "epoch": epoch,
+                    "loss": loss,
+                    "val_macro_f1": m["macro_f1"],
+                    "val_accuracy": m["accuracy"],
+                }
+            )
+            mark = ""
+            if m["macro_f1"] > best[0]:
+                best = (m["macro_f1"], epoch, copy.deepcopy(model.state_dict()))
+                mark = " *"
+            self.console.print(
+                f"epoch {epoch:2d}/{cfg.epochs}  loss {loss:.4f}  val macro-F1 {m['macro_f1']:.4f}  "
+                f"acc {m['accuracy']:.4f}  ({time.perf_counter() - t0:.1f} s){mark}",
+                highlight=False,
+            )
+            if epoch - best[1] >= cfg.patience:
+                self.console.print(
+                    f"no better validation macro-F1 for {cfg.patience} epochs: stopping"
+                )
+                break
+        model.load_state_dict(best[2])
+        model.eval()
+        logits = predict_logits(model, val)
+        validation = classification_metrics(
+            [CATEGORIES[i] for i in val.labels[val_idx]],
+            [CATEGORIES[i] for i in logits[val_idx].argmax(1)],
+        )
+        validation["gold"] = val_gold
+        return TrainResult(
+            model, encoder, replace(cfg, model=mcfg),
+            history, best[1], summary, validation, time.perf_counter() - start,
+        )  # fmt: skip
+
+    def _epoch(self, model, opt, sched, data: Encoded, class_w, rng, epoch: int) -> float:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        model.train()
+        batches = data.batches(self.config.batch_size, rng)
+        total, weight = 0.0, 0.0
+        with Progress(
+            TextColumn(f"epoch {epoch}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            console=self.console, transient=True,
+        ) as progress:  # fmt: skip
+            task = progress.add_task("train", total=len(batches))
+            for idx in batches:
+                ids, feats = data.tensors(idx)
+                y = torch.from_numpy(data.labels[idx])
+                w = torch.from_numpy(data.weights[idx])
+                per = F.cross_entropy(
+                    model(ids, feats), y, weight=class_w, reduction="none",
+                    label_smoothing=self.config.label_smoothing,
+                )  # fmt: skip
+                loss = (per * w).sum() / w.sum()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                total += loss.item() * float(w.sum())
+                weight += float(w.sum())
+                progress.advance(task)
+        return total / max(weight, 1e-9)
+
+
+__all__ = ["Encoded", "TrainConfig", "TrainResult", "Trainer", "predict_logits"]
