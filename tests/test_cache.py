@@ -182,8 +182,8 @@ def prefix_bytes(body: dict) -> bytes:
     """What a prompt cache matches for the last 1h breakpoint: everything up to that block."""
     blocks: list = [("system", b) for b in body.get("system", [])]
     blocks += [(i, m["role"], b) for i, m in enumerate(body["messages"]) for b in m["content"]]
-    last = max(i for i, b in enumerate(blocks) if b[-1].get("cache_control", {}).get("ttl") == "1h")
-    return json.dumps(blocks[: last + 1], ensure_ascii=False).encode()
+    marked = [i for i, b in enumerate(blocks) if b[-1].get("cache_control", {}).get("ttl") == "1h"]
+    return json.dumps(blocks[: marked[-1] + 1], ensure_ascii=False).encode() if marked else b""
 
 
 def test_appending_turns_keeps_the_rendered_prefix_byte_identical() -> None:

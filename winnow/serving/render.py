@@ -146,11 +146,9 @@ def _block(u: Unit, text: str, pos: int) -> _Block | None:
             bool(u.is_error),
             pos,
         )
-    if u.kind == "thinking":
-        text = f"[thinking] {text}"
     if not text.strip():
         return None  # the APIs reject empty text blocks
-    return _Block("text", text, unit=pos)
+    return _Block("text", f"[thinking] {text}" if u.kind == "thinking" else text, unit=pos)
 
 
 def _repair(msgs: list[_Msg]) -> None:
@@ -204,9 +202,11 @@ def _place_breakpoints(msgs: list[_Msg], ttl_at: dict[int, str]) -> None:
         target = None
         for m in msgs:
             for b in m.blocks:
-                if 0 <= b.unit <= pos and (target is None or b.unit >= target.unit):
+                # the unit's own block, not a stand-in result placed after it (which moves
+                # when later units join that message)
+                if 0 <= b.unit <= pos and (target is None or b.unit > target.unit):
                     target = b
-        if target is not None:
+        if target is not None and target.ttl is None:  # two on one block: the longer, earlier one
             target.ttl = ttl
 
 
