@@ -33,6 +33,7 @@ _CONCLUSION = re.compile(
     re.I,
 )
 _NUMBER = re.compile(r"\d")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 MAX_LINE_CHARS = 300
 MARKER_TOKENS = 7  # what a `[... 120 lines]` marker and its newline cost
 
@@ -76,7 +77,7 @@ class ExtractiveSummarizer:
             return ""
         if self.counter.count(text) <= max_tokens:
             return text
-        lines = text.split("\n")
+        lines = _segments(text)
         candidates = self._rank(lines)
         chosen: list[int] = []  # sorted
         used = 0
@@ -155,6 +156,14 @@ class ExtractiveSummarizer:
             else:
                 hi = mid - 1
         return text[:lo] + " ..." if lo else ""
+
+
+def _segments(text: str) -> list[str]:
+    """Lines; a long prose line is split into its sentences so that it is not cut mid-way."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        out.extend(_SENTENCE.split(line) if len(line) > MAX_LINE_CHARS else [line])
+    return out
 
 
 def _cut(line: str) -> str:
