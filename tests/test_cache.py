@@ -149,6 +149,12 @@ def test_render_shapes() -> None:
     assert pending["content"] == [
         {"type": "tool_result", "tool_use_id": "t2", "content": "[no result recorded]"}
     ]
+    assert "tools" not in body
+    assert [t["name"] for t in to_anthropic(units, tools=True)["tools"]] == ["Bash", "Read"]
+    assert to_openai(units, tools=True)["tools"][0] == {
+        "type": "function",
+        "function": {"name": "Bash", "parameters": {"type": "object"}},
+    }
     oa = to_openai(units)["messages"]
     assert [m["role"] for m in oa] == ["system", "user", "assistant", "tool", "assistant", "tool"]
     assert oa[4]["tool_calls"][0]["function"] == {

@@ -46,6 +46,8 @@ def test_raw_transcript_to_anthropic(tmp_path, capsys) -> None:
     assert rc == 0
     body = json.loads(out.read_text())
     assert_valid_anthropic(body)
+    used = {b["name"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"}
+    assert used and [t["name"] for t in body["tools"]] == sorted(used)  # the API wants them defined
     assert "categories:" in stdout  # says which classifier labelled the units
 
 

@@ -74,13 +74,13 @@ class CacheAwareResult:
     def tokens_after(self) -> int:
         return self.prefix.tokens_after + self.suffix.tokens_after
 
-    def to_anthropic(self) -> dict[str, Any]:
-        """Anthropic Messages body with cache_control breakpoints."""
-        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub)
+    def to_anthropic(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
+        """Anthropic Messages body with cache_control breakpoints (`tools`: see render.to_anthropic)."""
+        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub, tools=tools)
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
         """OpenAI chat body; its automatic prefix cache benefits from the same stable prefix."""
-        return to_openai(self.units, scrub=self.scrub)
+        return to_openai(self.units, scrub=self.scrub, tools=tools)
 
 
 class CacheAwareCompressor:

@@ -128,10 +128,13 @@ def _run_compress(args: argparse.Namespace) -> int:
             write_jsonl([u for _sid, _limit, r in results for u in r.units], fh)
         else:
             for _sid, _limit, r in results:
+                # a body on its own: stub definitions of the tools its messages use
                 if cache is not None:
-                    body = r.to_anthropic() if args.to == "anthropic" else r.to_openai()
+                    body = r.to_anthropic(True) if args.to == "anthropic" else r.to_openai(True)
+                elif args.to == "anthropic":
+                    body = to_anthropic(r.units, tools=True)
                 else:
-                    body = to_anthropic(r.units) if args.to == "anthropic" else to_openai(r.units)
+                    body = to_openai(r.units, tools=True)
                 indent = 2 if len(results) == 1 else None  # several sessions: one body a line
                 fh.write(json.dumps(body, ensure_ascii=False, indent=indent) + "\n")
     console = Console(stderr=not args.output)

@@ -16,6 +16,7 @@ or dropped together, so the result is always valid for the provider APIs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, Unit, as_unit
 from winnow.serving import strategies as st
 from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer
 from winnow.serving.tokens import TokenCounter, default_token_counter, unit_tokens
+
+log = logging.getLogger(__name__)
 
 ACTIONS = ("kept", "restructured", "summarized", "noted", "merged", "dropped")
 OVERFLOW_POLICIES = ("error", "truncate_oldest")
@@ -171,6 +174,7 @@ def default_classifier() -> Any:
         return ImportanceClassifier.load()
     except Exception as e:  # noqa: BLE001 - missing model, module or runtime: use the fallback
         first_error = e
+    log.warning("no shipped classifier (%s); categories from the heuristic labeller", first_error)
     try:
         from winnow.data.labeling import Labeler
 

@@ -61,12 +61,32 @@ class _Msg:
 
 
 def to_anthropic(
-    units: Sequence[Unit], breakpoints: Sequence[tuple[int, str]] = (), *, scrub: bool = False
+    units: Sequence[Unit],
+    breakpoints: Sequence[tuple[int, str]] = (),
+    *,
+    scrub: bool = False,
+    tools: bool | Sequence[dict[str, Any]] = False,
 ) -> dict[str, Any]:
     """An Anthropic Messages request body (`system`, `messages`), with `cache_control` on the
-    blocks of the units named by `breakpoints` ((unit position, ttl) pairs, ttl "1h" or "5m")."""
+    blocks of the units named by `breakpoints` ((unit position, ttl) pairs, ttl "1h" or "5m").
+
+    The API wants `tools` defined when messages hold tool blocks: pass your agent's own (they
+    sit first in the cached prefix, so keep them fixed), or True for permissive stubs of the
+    tools the units name.
+    """
     msgs = _messages(units, breakpoints, scrub)
     body: dict[str, Any] = {}
+    if tools is True:
+        tools = [
+            {
+                "name": n,
+                "description": "replayed from a transcript",
+                "input_schema": {"type": "object"},
+            }
+            for n in _tool_names(msgs)
+        ]
+    if tools:
+        body["tools"] = list(tools)
     if msgs and msgs[0].role == "system":
         body["system"] = [_anthropic_block(b) for b in msgs.pop(0).blocks]
     if msgs and msgs[0].role != "user":
@@ -77,10 +97,22 @@ def to_anthropic(
     return body
 
 
-def to_openai(units: Sequence[Unit], *, scrub: bool = False) -> dict[str, Any]:
-    """An OpenAI chat-completions request body (`messages`, with `tool_calls` and `tool` turns)."""
+def to_openai(
+    units: Sequence[Unit], *, scrub: bool = False, tools: bool | Sequence[dict[str, Any]] = False
+) -> dict[str, Any]:
+    """An OpenAI chat-completions request body (`messages`, with `tool_calls` and `tool` turns);
+    `tools` as for `to_anthropic`."""
+    msgs = _messages(units, (), scrub)
     out: list[dict[str, Any]] = []
-    for m in _messages(units, (), scrub):
+    body: dict[str, Any] = {"messages": out}
+    if tools is True:
+        tools = [
+            {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+            for n in _tool_names(msgs)
+        ]
+    if tools:
+        body["tools"] = list(tools)
+    for m in msgs:
         texts = "\n\n".join(b.text for b in m.blocks if b.type == "text")
         if m.role == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": texts or None}
@@ -101,7 +133,7 @@ def to_openai(units: Sequence[Unit], *, scrub: bool = False) -> dict[str, Any]:
                 out.append({"role": "tool", "tool_call_id": b.id, "content": b.text})
         if texts:
             out.append({"role": m.role, "content": texts})
-    return {"messages": out}
+    return body
 
 
 # --- the shared intermediate form ------------------------------------------------------------
@@ -181,6 +213,10 @@ def _repair(msgs: list[_Msg]) -> None:
 def _as_text(b: _Block) -> _Block:
     """A result whose call is not right before it, as text (an orphan result is rejected)."""
     return _Block("text", f"[{b.name} result] {b.text}", unit=b.unit, ttl=b.ttl)
+
+
+def _tool_names(msgs: list[_Msg]) -> list[str]:
+    return sorted({b.name for m in msgs for b in m.blocks if b.type == "tool_use"})
 
 
 def _check_breakpoints(breakpoints: Sequence[tuple[int, str]]) -> dict[int, str]:
