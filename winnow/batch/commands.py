@@ -58,22 +58,28 @@ def _score(args: argparse.Namespace) -> int:
                 line, markup=False, highlight=False, style="yellow", soft_wrap=True
             )
 
+    def on_start(n_files: int) -> None:
+        progress.update(task, total=n_files)
+        progress.start()  # only once the job is set up, so a set-up error prints alone
+
     try:
-        with progress:
-            summary = BatchScorer(config).run(
-                args.paths,
-                args.output,
-                on_file=on_file,
-                on_start=lambda n: progress.update(task, total=n),
-            )
+        summary = BatchScorer(config).run(
+            args.paths, args.output, on_file=on_file, on_start=on_start
+        )
     except ValueError as e:  # bad configuration, e.g. an unusable model directory
-        err.print(f"winnow score: {e}", markup=False)
+        err.print(f"winnow score: {e}", markup=False, soft_wrap=True)
         return 2
     except ModuleNotFoundError as e:
         if e.name != "ray":
             raise
-        err.print("winnow score: --engine ray needs Ray: pip install 'winnow[ray]'", markup=False)
+        err.print(
+            "winnow score: --engine ray needs Ray: pip install 'winnow[ray]'",
+            markup=False,
+            soft_wrap=True,
+        )
         return 2
+    finally:
+        progress.stop()
 
     table = Table(title=f"winnow score ({args.engine})", show_footer=True)
     table.add_column("category", footer="total")

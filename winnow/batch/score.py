@@ -273,9 +273,9 @@ class BatchScorer:
         report = ReadReport()
         files = list_transcripts(paths, report)
         summary = ScoreSummary(skipped=report.skipped)
+        scores = self.iter_scores(files)  # a bad engine or model fails here, before any output
         if on_start:
             on_start(len(files))
-        scores = self.iter_scores(files)  # a bad engine or model fails here, before any output
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         sessions = SessionTotals()
