@@ -14,9 +14,10 @@ from winnow.classifier.features import (
     FEATURE_NAMES,
     N_FEATURES,
     TOOL_BUCKETS,
+    Context,
     batch_features,
     clip_text,
-    session_lengths,
+    session_context,
     tool_bucket,
     unit_features,
 )
@@ -77,9 +78,9 @@ def test_clip_keeps_head_and_tail():
 
 def test_structural_features():
     u = Unit("s:3", "s", 3, "tool", "tool_result", "x" * 2000, tool_name="Bash", is_error=True)
-    f = named(unit_features(u, session_len=10))
+    f = named(unit_features(u, Context(10)))
     assert {"role=tool", "kind=tool_result", "tool=shell", "is_error", "len<=3000"} <= f
-    v = unit_features(u, session_len=10)
+    v = unit_features(u, Context(10))
     assert v[FEATURE_NAMES.index("rel_position")] == pytest.approx(3 / 9)
     # Without a session length the unit is the latest of its session.
     assert "last_in_session" in named(unit_features(u))
@@ -116,12 +117,30 @@ def test_dicts_and_units_agree(rows):
     np.testing.assert_array_equal(batch_features(rows), batch_features(units))
 
 
-def test_session_lengths(rows):
-    lengths = session_lengths(rows)
+def test_session_context(rows):
+    contexts = session_context(rows[::-1])[::-1]  # order of the input does not matter
     by_session: dict[str, int] = {}
     for r in rows:
         by_session[r["session_id"]] = max(by_session.get(r["session_id"], 0), r["index"] + 1)
-    assert lengths == [by_session[r["session_id"]] for r in rows]
+    assert [c.session_len for c in contexts] == [by_session[r["session_id"]] for r in rows]
+    for i, (r, c) in enumerate(zip(rows, contexts)):
+        first = i == 0 or rows[i - 1]["session_id"] != r["session_id"]
+        last = i + 1 == len(rows) or rows[i + 1]["session_id"] != r["session_id"]
+        assert (c.prev is None) == first and (c.next is None) == last
+        if not first:
+            assert c.prev["index"] == r["index"] - 1
+
+
+def test_neighbour_features():
+    ask = {"role": "assistant", "kind": "text", "text": "Shall I also update the docs?", "index": 0}
+    reply = {"role": "user", "kind": "text", "text": "yes", "index": 1}
+    call = {"role": "assistant", "kind": "tool_call", "text": "{}", "index": 2}
+    f = named(unit_features(reply, Context(3, ask, call)))
+    assert {"prev_kind=text", "prev_question", "next_kind=tool_call"} <= f
+    assert "next_role=user" not in f and "prev_role=user" not in f
+    assert not any(
+        n.startswith("next_") for n in named(unit_features(reply, Context(3, ask, None)))
+    )
 
 
 def test_features_are_finite_and_bounded(rows):

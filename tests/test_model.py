@@ -58,6 +58,7 @@ def _write_dataset(tmp: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    tmp.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
     sessions = list(dict.fromkeys(r["session_id"] for r in rows))
     parts = {"train": sessions[:2], "validation": sessions[2:3], "test": sessions[3:]}
@@ -89,3 +90,79 @@ def test_tiny_fit_is_deterministic_and_learns(tmp_path):
     assert a.validation["gold"] == "hand"
     assert 1 <= a.best_epoch <= 3
     assert np.isfinite(a.validation["macro_f1"])
+
+
+def test_cli_evaluate_reports_model_and_baselines(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    from winnow.cli import main
+
+    data = _write_dataset(tmp_path)
+    png, out = tmp_path / "cm.png", tmp_path / "eval.json"
+    assert (
+        main(["evaluate", "default", str(data), "--confusion", str(png), "--json", str(out)]) == 0
+    )
+    text = capsys.readouterr().out
+    assert "hand-labelled units of test" in text
+    for label in ("must-keep recall", "heuristic", "kind/tool rule", "macro-F1"):
+        assert label in text
+    res = json.loads(out.read_text())
+    assert res["gold"] == "hand" and set(res["results"]) == {"model", "heuristic", "kind/tool rule"}
+    assert png.stat().st_size > 1000
+
+
+def test_rule_baseline():
+    from winnow.training.evaluate import rule_baseline
+
+    assert (
+        rule_baseline({"role": "assistant", "kind": "tool_call", "tool_name": "Edit", "text": ""})
+        == "code"
+    )
+    assert (
+        rule_baseline({"role": "assistant", "kind": "tool_call", "tool_name": "Read", "text": ""})
+        == "status"
+    )
+    assert (
+        rule_baseline({"role": "tool", "kind": "tool_result", "is_error": True, "text": ""})
+        == "error"
+    )
+    assert rule_baseline({"role": "tool", "kind": "tool_result", "text": ""}) == "tool_output"
+    assert rule_baseline({"role": "user", "kind": "text", "text": "hi"}) == "requirement"
+    assert rule_baseline({"role": "assistant", "kind": "thinking", "text": "hm"}) == "explanation"
+
+
+def test_must_keep_metrics():
+    from winnow.training.evaluate import classification_metrics
+
+    m = classification_metrics(
+        ["requirement", "decision", "status", "code"], ["constraint", "status", "status", "code"]
+    )
+    assert m["must_keep_recall"] == 0.5  # requirement -> constraint still kept
+    assert m["must_keep_droppable"] == 0.5  # decision -> status would be dropped
+    assert m["accuracy"] == 0.5
+
+
+@pytest.mark.slow
+def test_cli_train_writes_a_loadable_model(tmp_path):
+    from winnow.cli import main
+    from winnow.serving.classifier import ImportanceClassifier
+
+    data = _write_dataset(tmp_path / "data")
+    out = tmp_path / "model"
+    argv = [
+        "train",
+        str(data),
+        "-o",
+        str(out),
+        "--epochs",
+        "1",
+        "--d-model",
+        "32",
+        "--max-len",
+        "32",
+        "--vocab-size",
+        "400",
+    ]
+    assert main(argv) == 0
+    clf = ImportanceClassifier.load(out)
+    assert clf.info["name"] == "model" and clf.info["max_len"] == 32
+    assert len(clf.predict([{"role": "user", "kind": "text", "text": "hello", "index": 0}])) == 1

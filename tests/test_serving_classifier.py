@@ -69,13 +69,12 @@ def test_predict_dicts_and_units(clf, rows):
 
 
 def test_single_and_batch_paths_agree(clf, rows):
-    """predict_one with the session length == the batched, bucketed, padded path."""
-    lengths = {}
-    for r in rows:
-        lengths[r["session_id"]] = max(lengths.get(r["session_id"], 0), r["index"] + 1)
+    """predict_one with the session context == the batched, bucketed, padded path."""
+    from winnow.classifier.features import session_context
+
     batch = clf.predict_proba(rows, batch_size=16, chunk=50)
-    for r, p in zip(rows, batch):
-        one = clf.predict_one(r, session_len=lengths[r["session_id"]])
+    for r, c, p in zip(rows, session_context(rows), batch):
+        one = clf.predict_one(r, c)
         np.testing.assert_allclose(list(one.scores.values()), p, atol=1e-5)
 
 

@@ -14,14 +14,14 @@ import math
 import re
 import string
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from winnow.data import cues
 from winnow.data.schema import KINDS, ROLES, Unit
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 
 # Long units keep their head and tail: errors and conclusions sit at the ends.
 CLIP_HEAD = 600
@@ -135,6 +135,13 @@ FEATURE_NAMES: tuple[str, ...] = (
     f"len>{LENGTH_EDGES[-1]}",
     *_SCALARS,
     *(f"cue={c}" for c in CUES),
+    # Neighbours: "Let me run the tests" is followed by a tool call, a closing summary by the
+    # user or by nothing; a short user reply follows a question.
+    *(f"prev_kind={k}" for k in KINDS),
+    "prev_role=user",
+    "prev_question",
+    *(f"next_kind={k}" for k in KINDS),
+    "next_role=user",
 )
 N_FEATURES = len(FEATURE_NAMES)
 _AT = {name: i for i, name in enumerate(FEATURE_NAMES)}
@@ -181,6 +188,28 @@ def tool_bucket(tool_name: str | None) -> str:
     return b
 
 
+class Context(NamedTuple):
+    """Where a unit sits: its session's length and its neighbours (None: unknown / none)."""
+
+    session_len: int | None = None
+    prev: Unit | dict[str, Any] | None = None
+    next: Unit | dict[str, Any] | None = None
+
+
+def _neighbour(v: np.ndarray, u: Unit | dict[str, Any], side: str) -> None:
+    role, kind, text = (
+        (u.get("role"), u.get("kind"), u.get("text") or "")
+        if isinstance(u, dict)
+        else (u.role, u.kind, u.text or "")
+    )
+    if kind in KINDS:
+        v[_AT[f"{side}_kind={kind}"]] = 1.0
+    if role == "user":
+        v[_AT[f"{side}_role=user"]] = 1.0
+    if side == "prev" and text[-300:].rstrip().endswith("?"):
+        v[_AT["prev_question"]] = 1.0
+
+
 def _fields(u: Unit | dict[str, Any]) -> tuple:
     if isinstance(u, dict):
         return (u.get("role"), u.get("kind"), u.get("text") or "", u.get("tool_name"),
@@ -189,18 +218,23 @@ def _fields(u: Unit | dict[str, Any]) -> tuple:
 
 
 def unit_features(
-    unit: Unit | dict[str, Any], session_len: int | None = None, out: np.ndarray | None = None
+    unit: Unit | dict[str, Any], context: Context | None = None, out: np.ndarray | None = None
 ) -> np.ndarray:
     """The feature vector (FEATURE_NAMES order) of one unit.
 
-    `session_len` is the number of units in the unit's session; unknown (None) the unit is
-    taken as the latest one seen (session length index + 1).
+    Without a `context` the unit is taken as the latest of its session, as in live use:
+    session length index + 1, no next unit.
     """
     role, kind, text, tool, is_error, index = _fields(unit)
     index = int(index or 0)
-    n = max(int(session_len or 0), index + 1)
+    ctx = context or Context()
+    n = max(int(ctx.session_len or 0), index + 1)
     # Only non-zero entries are written: `out` must arrive zeroed.
     v = np.zeros(N_FEATURES, np.float32) if out is None else out
+    if ctx.prev is not None:
+        _neighbour(v, ctx.prev, "prev")
+    if ctx.next is not None:
+        _neighbour(v, ctx.next, "next")
     if role in ROLES:
         v[_AT[f"role={role}"]] = 1.0
     if kind in KINDS:
@@ -258,25 +292,36 @@ def unit_features(
     return v
 
 
-def session_lengths(units: Sequence[Unit | dict[str, Any]]) -> list[int]:
-    """For each unit, the length of its session as seen in `units` (max index + 1)."""
-    longest: dict[Any, int] = {}
-    keys = []
-    for u in units:
-        if isinstance(u, dict):
-            sid, idx = u.get("session_id"), u.get("index")
-        else:
-            sid, idx = u.session_id, u.index
-        keys.append(sid)
-        longest[sid] = max(longest.get(sid, 0), int(idx or 0) + 1)
-    return [longest[k] for k in keys]
+def session_context(units: Sequence[Unit | dict[str, Any]]) -> list[Context]:
+    """Each unit's Context as seen in `units`: session length (max index + 1) and the units
+    before and after it in its session (by index)."""
+    sessions: dict[Any, list[tuple[int, int]]] = {}
+    for pos, u in enumerate(units):
+        sid, idx = (
+            (u.get("session_id"), u.get("index"))
+            if isinstance(u, dict)
+            else (u.session_id, u.index)
+        )
+        sessions.setdefault(sid, []).append((int(idx or 0), pos))
+    out: list[Context] = [Context()] * len(units)
+    for members in sessions.values():
+        members.sort()
+        n = members[-1][0] + 1
+        for j, (_, pos) in enumerate(members):
+            prev = units[members[j - 1][1]] if j > 0 else None
+            nxt = units[members[j + 1][1]] if j + 1 < len(members) else None
+            out[pos] = Context(n, prev, nxt)
+    return out
 
 
-def batch_features(units: Sequence[Unit | dict[str, Any]]) -> np.ndarray:
-    """The [len(units), N_FEATURES] float32 matrix; session lengths are taken from `units`."""
+def batch_features(
+    units: Sequence[Unit | dict[str, Any]], contexts: Sequence[Context] | None = None
+) -> np.ndarray:
+    """The [len(units), N_FEATURES] float32 matrix; contexts are taken from `units` unless given."""
+    contexts = session_context(units) if contexts is None else contexts
     out = np.zeros((len(units), N_FEATURES), np.float32)
-    for i, (u, n) in enumerate(zip(units, session_lengths(units))):
-        unit_features(u, n, out[i])
+    for i, (u, c) in enumerate(zip(units, contexts)):
+        unit_features(u, c, out[i])
     return out
 
 
@@ -284,13 +329,14 @@ __all__ = [
     "CLIP_HEAD",
     "CLIP_TAIL",
     "CUES",
+    "Context",
     "FEATURE_NAMES",
     "FEATURE_VERSION",
     "N_FEATURES",
     "TOOL_BUCKETS",
     "batch_features",
     "clip_text",
-    "session_lengths",
+    "session_context",
     "tool_bucket",
     "unit_features",
 ]

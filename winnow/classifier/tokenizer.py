@@ -25,6 +25,10 @@ PREFIX_TOKENS = (
 SPECIAL_TOKENS = (PAD, UNK, CUT, *PREFIX_TOKENS)
 PREFIX_LEN = 3  # role, kind, tool bucket
 PAD_ID = 0
+# Characters kept per token of budget before tokenizing (head and tail alike): ~2x the
+# 2.5-3.5 characters a token covers in transcripts, so the cut rarely bites and a 50 kB tool
+# result costs what a 400-character one does.
+CHARS_PER_TOKEN = 6
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokenizer:
@@ -67,6 +71,8 @@ class UnitEncoder:
         budget = max_len - PREFIX_LEN
         self._tail = max(1, int(budget * tail_share))
         self._head = budget - self._tail - 1  # one slot for [CUT]
+        self._head_chars = self._head * CHARS_PER_TOKEN
+        self._tail_chars = self._tail * CHARS_PER_TOKEN
         self._cut = tokenizer.token_to_id(CUT)
         self._prefix = {t: tokenizer.token_to_id(t) for t in PREFIX_TOKENS}
 
@@ -77,6 +83,10 @@ class UnitEncoder:
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size()
+
+    def clip(self, text: str) -> str:
+        """The characters worth tokenizing: the head and tail the token budget can hold."""
+        return clip_text(text, self._head_chars, self._tail_chars)
 
     def _prefix_ids(self, role: Any, kind: Any, tool: Any) -> tuple[int, int, int]:
         p = self._prefix
@@ -102,7 +112,7 @@ class UnitEncoder:
             )
         else:
             role, kind, tool, text = unit.role, unit.kind, unit.tool_name, unit.text or ""
-        ids = self.tokenizer.encode(clip_text(text), add_special_tokens=False).ids
+        ids = self.tokenizer.encode(self.clip(text), add_special_tokens=False).ids
         return np.array([[*self._prefix_ids(role, kind, tool), *self._fit(ids)]], dtype=np.int64)
 
     def encode(self, units: Sequence[Unit | dict[str, Any]]) -> list[list[int]]:
@@ -112,10 +122,10 @@ class UnitEncoder:
         for u in units:
             if isinstance(u, dict):
                 rows.append(self._prefix_ids(u.get("role"), u.get("kind"), u.get("tool_name")))
-                texts.append(clip_text(u.get("text") or ""))
+                texts.append(self.clip(u.get("text") or ""))
             else:
                 rows.append(self._prefix_ids(u.role, u.kind, u.tool_name))
-                texts.append(clip_text(u.text or ""))
+                texts.append(self.clip(u.text or ""))
         encs = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
         return [[*p, *self._fit(e.ids)] for p, e in zip(rows, encs)]
 

@@ -6,8 +6,8 @@
     preds = clf.predict(units)                         # whole sessions: best features
 
 Units are SCHEMA.md dicts or `Unit`s. Features that depend on the session (relative
-position) are computed from the units passed together, so pass whole sessions when you
-have them; a lone unit is taken as the latest of its session, as in live use.
+position, neighbouring units) are computed from the units passed together, so pass whole
+sessions when you have them; a lone unit is taken as the latest of its session, as in live use.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from winnow.classifier.features import (
     FEATURE_NAMES,
     FEATURE_VERSION,
     N_FEATURES,
-    session_lengths,
+    Context,
+    batch_features,
+    session_context,
     unit_features,
 )
 from winnow.classifier.tokenizer import UnitEncoder
@@ -177,22 +179,19 @@ class ImportanceClassifier:
         return buf
 
     def features(
-        self, units: Sequence[Unit | dict[str, Any]], session_lens: Sequence[int] | None = None
+        self, units: Sequence[Unit | dict[str, Any]], contexts: Sequence[Context] | None = None
     ) -> np.ndarray:
-        """The [len(units), N_FEATURES] hand features the network sees; session lengths are
-        taken from `units` unless given."""
-        lengths = session_lengths(units) if session_lens is None else session_lens
-        out = np.zeros((len(units), N_FEATURES), np.float32)
-        for i, (u, n) in enumerate(zip(units, lengths)):
-            unit_features(u, n, out[i])
-        return out
+        """The [len(units), N_FEATURES] hand features the network sees; each unit's session
+        context (length, neighbours) is taken from `units` unless given."""
+        return batch_features(units, contexts)
 
     def predict_one(
-        self, unit: Unit | dict[str, Any], session_len: int | None = None
+        self, unit: Unit | dict[str, Any], context: Context | None = None
     ) -> Prediction:
-        """One unit, lowest latency. `session_len`: units in its session (None: it is the latest)."""
+        """One unit, lowest latency. `context`: its session length and neighbours (None: it is
+        the latest unit of its session, as in live use)."""
         feats = self._features_buf()
-        unit_features(unit, session_len, feats[0])
+        unit_features(unit, context, feats[0])
         ids = self.encoder.encode_one(unit)
         probs = self.session.run(self._output, {"input_ids": ids, "features": feats})[0][0]
         return Prediction(self.labels[int(probs.argmax())], dict(zip(self.labels, probs.tolist())))
@@ -227,10 +226,10 @@ class ImportanceClassifier:
         out = np.zeros((len(units), len(self.labels)), np.float32)
         if not units:
             return out
-        lengths = session_lengths(units)
+        contexts = session_context(units)
 
         def features(lo: int, hi: int) -> np.ndarray:
-            return self.features(units[lo:hi], lengths[lo:hi])
+            return self.features(units[lo:hi], contexts[lo:hi])
 
         spans = [(lo, min(lo + chunk, len(units))) for lo in range(0, len(units), chunk)]
         with ThreadPoolExecutor(1) as pool:

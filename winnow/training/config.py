@@ -25,6 +25,11 @@ class TrainConfig:
     class_weight_power: float = 0.5  # class weight = (1 / frequency) ** power
     label_smoothing: float = 0.05
     patience: int = 5  # epochs without a better validation macro-F1 before stopping
+    # Then a few epochs on the hand-labelled units alone (when there are any), at a lower
+    # rate: the mixed stage learns the bulk from heuristic labels, this one unlearns their
+    # systematic mistakes.
+    finetune_epochs: int = 4
+    finetune_lr: float = 1e-3
     seed: int = 0
     # One thread: with a padded batch, two OpenMP threads on a busy 2-core machine ran a
     # step 15x slower than one (712 ms vs 47 ms), spinning against each other.

@@ -11,6 +11,7 @@ hand label only hand-labelled units are scored (`report.gold` says which).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,7 +157,12 @@ def load_split(data: str | Path, split: str = "test") -> tuple[list[dict[str, An
     table = pq.read_table(path)
     if "category" not in table.column_names:
         raise ValueError(f"{path}: no `category` column (run `winnow label` first)")
-    return table.to_pylist(), (split if data.is_dir() else path.name)
+    rows = table.to_pylist()
+    for r in rows:  # extras (e.g. compaction flags) travel as one JSON column; restore them
+        extra = r.pop("extra", None)
+        if extra:
+            r.update({k: v for k, v in json.loads(extra).items() if k not in r})
+    return rows, (split if data.is_dir() else path.name)
 
 
 def evaluate_model(

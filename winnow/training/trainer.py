@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from winnow.classifier.features import N_FEATURES, session_lengths, unit_features
+from winnow.classifier.features import Context, batch_features, session_context
 from winnow.classifier.model import UnitClassifier
 from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer
 from winnow.data.schema import CATEGORIES, CATEGORY_INDEX
@@ -57,6 +57,12 @@ class Encoded:
             rng.shuffle(out)
         return out
 
+    def subset(self, idx: np.ndarray) -> Encoded:
+        return Encoded(
+            [self.ids[i] for i in idx], self.features[idx], self.labels[idx],
+            self.weights[idx], self.hand[idx],
+        )  # fmt: skip
+
     def tensors(self, idx: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         ids = torch.from_numpy(UnitEncoder.pad([self.ids[i] for i in idx]))
         return ids, torch.from_numpy(self.features[idx])
@@ -90,14 +96,14 @@ def _encode(
     rng: random.Random | None = None,
 ) -> Encoded:
     hand = np.array([bool(r.get("hand_label")) for r in rows])
-    lengths = session_lengths(rows)
+    contexts = session_context(rows)
     if live_share and rng is not None:
-        lengths = [
-            int(r["index"]) + 1 if rng.random() < live_share else n for r, n in zip(rows, lengths)
+        # The live view: the unit is the latest of its session, nothing after it yet.
+        contexts = [
+            Context(int(r["index"]) + 1, c.prev, None) if rng.random() < live_share else c
+            for r, c in zip(rows, contexts)
         ]
-    features = np.zeros((len(rows), N_FEATURES), np.float32)
-    for i, (r, n) in enumerate(zip(rows, lengths)):
-        unit_features(r, n, features[i])
+    features = batch_features(rows, contexts)
     return Encoded(
         ids=encoder.encode(rows),
         features=features,
@@ -152,18 +158,7 @@ class Trainer:
         val = _encode(val_rows, encoder, cfg.heuristic_weight)
         val_idx, val_gold = _scored(val)
 
-        counts = np.bincount(train.labels, minlength=len(CATEGORIES)).astype(np.float64)
-        freq = np.maximum(counts, 1.0) / counts.sum()
-        class_w = np.where(counts > 0, freq**-cfg.class_weight_power, 0.0)
-        class_w = torch.tensor(class_w / class_w[counts > 0].mean(), dtype=torch.float32)
-
-        model = UnitClassifier(mcfg)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        steps = cfg.epochs * math.ceil(len(train) / cfg.batch_size)
-        warm = max(1, int(steps * cfg.warmup_share))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
-        )
+        counts = np.bincount(train.labels, minlength=len(CATEGORIES))
         summary = {
             "train_units": len(train),
             "train_hand_units": int(train.hand.sum()),
@@ -175,37 +170,45 @@ class Trainer:
             f"training on {len(train):,} units ({int(train.hand.sum()):,} hand-labelled), "
             f"validating on {len(val_idx):,} {val_gold}-labelled units"
         )
+        model = UnitClassifier(mcfg)
+        val_gold_labels = [CATEGORIES[i] for i in val.labels[val_idx]]
         history: list[dict[str, Any]] = []
         best: tuple[float, int, dict] = (-1.0, 0, {})
-        for epoch in range(1, cfg.epochs + 1):
-            t0 = time.perf_counter()
-            loss = self._epoch(model, opt, sched, train, class_w, rng, epoch)
-            logits = predict_logits(model, val)
-            pred = [CATEGORIES[i] for i in logits[val_idx].argmax(1)]
-            gold = [CATEGORIES[i] for i in val.labels[val_idx]]
-            m = classification_metrics(gold, pred)
+
+        def validate(stage: str, epoch: int, total: int, loss: float, seconds: float) -> bool:
+            """Record an epoch; True when it is the best so far."""
+            nonlocal best
+            pred = [CATEGORIES[i] for i in predict_logits(model, val)[val_idx].argmax(1)]
+            m = classification_metrics(val_gold_labels, pred)
+            n = len(history) + 1
             history.append(
                 {
-                    "epoch": epoch,
+                    "epoch": n,
+                    "stage": stage,
                     "loss": loss,
                     "val_macro_f1": m["macro_f1"],
                     "val_accuracy": m["accuracy"],
                 }
             )
-            mark = ""
-            if m["macro_f1"] > best[0]:
-                best = (m["macro_f1"], epoch, copy.deepcopy(model.state_dict()))
-                mark = " *"
+            better = m["macro_f1"] > best[0]
+            if better:
+                best = (m["macro_f1"], n, copy.deepcopy(model.state_dict()))
             self.console.print(
-                f"epoch {epoch:2d}/{cfg.epochs}  loss {loss:.4f}  val macro-F1 {m['macro_f1']:.4f}  "
-                f"acc {m['accuracy']:.4f}  ({time.perf_counter() - t0:.1f} s){mark}",
+                f"{stage} {epoch:2d}/{total}  loss {loss:.4f}  val macro-F1 {m['macro_f1']:.4f}  "
+                f"acc {m['accuracy']:.4f}  ({seconds:.1f} s){' *' if better else ''}",
                 highlight=False,
             )
-            if epoch - best[1] >= cfg.patience:
-                self.console.print(
-                    f"no better validation macro-F1 for {cfg.patience} epochs: stopping"
-                )
-                break
+            return better
+
+        self._stage("epoch", model, train, cfg.epochs, cfg.lr, rng, validate, cfg.patience)
+        hand = np.flatnonzero(train.hand)
+        if cfg.finetune_epochs and len(hand):
+            model.load_state_dict(best[2])
+            tuned = train.subset(hand)
+            tuned.weights = np.ones(len(tuned), np.float32)
+            self._stage(
+                "fine-tune", model, tuned, cfg.finetune_epochs, cfg.finetune_lr, rng, validate
+            )
         model.load_state_dict(best[2])
         model.eval()
         logits = predict_logits(model, val)
@@ -219,7 +222,36 @@ class Trainer:
             history, best[1], summary, validation, time.perf_counter() - start,
         )  # fmt: skip
 
-    def _epoch(self, model, opt, sched, data: Encoded, class_w, rng, epoch: int) -> float:
+    def _stage(
+        self, name, model, data: Encoded, epochs: int, lr: float, rng, validate, patience=None
+    ):
+        """Epochs of AdamW with warm-up and linear decay; stops after `patience` epochs
+        without a better validation macro-F1."""
+        cfg = self.config
+        counts = np.bincount(data.labels, minlength=len(CATEGORIES)).astype(np.float64)
+        freq = np.maximum(counts, 1.0) / counts.sum()
+        class_w = np.where(counts > 0, freq**-cfg.class_weight_power, 0.0)
+        class_w = torch.tensor(class_w / class_w[counts > 0].mean(), dtype=torch.float32)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+        steps = epochs * math.ceil(len(data) / cfg.batch_size)
+        warm = max(1, int(steps * cfg.warmup_share))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
+        )
+        since_best = 0
+        for epoch in range(1, epochs + 1):
+            t0 = time.perf_counter()
+            loss = self._epoch(model, opt, sched, data, class_w, rng, f"{name} {epoch}")
+            since_best = (
+                0
+                if validate(name, epoch, epochs, loss, time.perf_counter() - t0)
+                else since_best + 1
+            )
+            if patience and since_best >= patience:
+                self.console.print(f"no better validation macro-F1 for {patience} epochs: stopping")
+                break
+
+    def _epoch(self, model, opt, sched, data: Encoded, class_w, rng, label: str) -> float:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -232,7 +264,7 @@ class Trainer:
         batches = data.batches(self.config.batch_size, rng)
         total, weight = 0.0, 0.0
         with Progress(
-            TextColumn(f"epoch {epoch}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
             console=self.console, transient=True,
         ) as progress:  # fmt: skip
             task = progress.add_task("train", total=len(batches))
