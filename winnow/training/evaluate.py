@@ -20,20 +20,18 @@ from typing import Any
 import numpy as np
 
 from winnow.classifier.features import tool_bucket
-from winnow.data.schema import CATEGORIES, DROPPABLE, MUST_KEEP, Unit, as_unit
+from winnow.data.schema import CATEGORIES, DROPPABLE, MUST_KEEP, Unit
 
 
 def rule_baseline(unit: Unit | dict[str, Any]) -> str:
     """A plain kind / tool rule: what a classifier must beat to be worth its cost."""
-    u = as_unit(unit)
-    bucket = tool_bucket(u.tool_name)
-    if u.kind == "tool_call":
-        return "code" if bucket in ("edit", "write") else "status"
-    if u.kind == "tool_result":
-        return "error" if u.is_error else "tool_output"
-    if u.role == "user":
-        return "requirement"
-    return "explanation"
+    get = unit.get if isinstance(unit, dict) else lambda k: getattr(unit, k)
+    kind = get("kind")
+    if kind == "tool_call":
+        return "code" if tool_bucket(get("tool_name")) in ("edit", "write") else "status"
+    if kind == "tool_result":
+        return "error" if get("is_error") else "tool_output"
+    return "requirement" if get("role") == "user" else "explanation"
 
 
 def classification_metrics(gold: Sequence[str], pred: Sequence[str]) -> dict[str, Any]:
