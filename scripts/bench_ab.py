@@ -264,6 +264,55 @@ def draw(scores, budgets, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def cache_reuse(
+    sessions, counter, n_sessions: int = 6, calls: int = 12, share: float = 0.3
+) -> None:
+    """A growing conversation sent after every few steps: the share of each request's bytes that
+    a prefix cache can serve (longest common prefix with the previous request), plain vs cache-aware."""
+    from winnow.serving.cache import CacheAwareCompressor, CacheConfig
+    from winnow.serving.render import to_anthropic
+
+    comp = SemanticCompressor(
+        classifier=object(),
+        token_counter=counter,
+        config=CompressorConfig(on_must_keep_overflow="truncate_oldest"),
+    )
+    cac = CacheAwareCompressor(comp, CacheConfig())
+    longest = sorted(sessions, key=len, reverse=True)[:n_sessions]
+    reuse = {"plain": [0, 0], "cache-aware": [0, 0]}
+    for units in longest:
+        limit = int(sum(unit_tokens(u, counter) for u in units) * share)
+        prev: dict[str, bytes] = {}
+        for k in range(1, calls + 1):
+            head = units[: len(units) * k // calls]
+            bodies = {
+                "plain": to_anthropic(comp.compress(head, limit).units),
+                "cache-aware": cac.compress(head, limit).to_anthropic(),
+            }
+            for name, body in bodies.items():
+                raw = json.dumps(
+                    [body.get("system"), body["messages"]], ensure_ascii=False
+                ).encode()
+                if name in prev:
+                    reuse[name][0] += _common_prefix(prev[name], raw)
+                    reuse[name][1] += len(raw)
+                prev[name] = raw
+    print(
+        f"prefix-cache reuse over {len(longest)} growing sessions ({calls} calls each, limit {share:.0%} "
+        "of the full session): "
+        + ", ".join(f"{k} {a / b:.0%}" for k, (a, b) in reuse.items() if b)
+        + " of request bytes served from the previous request's prefix"
+    )
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    i = next((i for i in range(0, n, 4096) if a[i : i + 4096] != b[i : i + 4096]), n)
+    while i < n and a[i] == b[i]:
+        i += 1
+    return min(i, n)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
@@ -274,6 +323,7 @@ def main() -> int:
     ap.add_argument("--png", type=Path, default=Path("bench_ab.png"), help="where the curve goes")
     ap.add_argument("--min-tokens", type=int, default=2000, help="skip sessions shorter than this")
     ap.add_argument("--sessions", type=int, help="only the first N sessions (quick runs)")
+    ap.add_argument("--no-cache", action="store_true", help="skip the prefix-cache reuse figure")
     args = ap.parse_args()
     if not args.traces.is_dir():
         print(f"bench_ab: {args.traces}: no such folder (the real traces live in ../shared/traces)")
@@ -297,6 +347,8 @@ def main() -> int:
     scores = run(sessions, budgets, gold, counter)
     print_table(scores, table_budgets, gold_source, category_source, len(sessions))
     draw(scores, budgets, args.png)
+    if not args.no_cache:
+        cache_reuse(sessions, counter)
     print(f"curve: {args.png} ({time.perf_counter() - start:.0f} s)")
     return 0
 

@@ -4,34 +4,38 @@
     out = cac.compress(units, token_limit=30_000)
     body = out.to_anthropic()      # cache_control on the prefix (1h) and the tail (5m)
 
-Provider prompt caches match a byte-identical prefix. So the transcript is split where it
-will not move as turns are appended: after the last phase boundary (a compaction summary, a
-new-phase note), and otherwise at a multiple of `split_every` agent steps before the last
-`keep_last_steps`. The prefix is compressed on its own, lightly (only what its share of the
-limit needs) and memoized, so the same prefix always renders to the same bytes even with a
-non-deterministic LLM summarizer; the suffix, paid in full on every call, gets every
-category's strategy and then whatever the rest of the limit needs.
+Provider prompt caches match a byte-identical prefix. So the transcript is cut into blocks
+that will not move as turns are appended: every `split_every` agent steps (all but the last
+`keep_last_steps`) and after each phase boundary (a compaction summary, a new-phase note).
+The blocks form the prefix: each block gets every category's strategy once and is then
+appended as it is, memoized, so the prefix renders to the same bytes call after call, even
+with a non-deterministic LLM summarizer. When the prefix outgrows its share of the limit it
+is compacted (recompressed to `compact_to` of that share): one cache miss, then stable bytes
+again for several blocks. The suffix, paid in full on every call, gets every category's
+strategy and then whatever the rest of the limit needs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from winnow.data.schema import Unit, as_unit
+from winnow.data.schema import CATEGORIES, Unit, as_unit
 from winnow.serving.compressor import (
     CompressionResult,
     MustKeepOverflow,
     SemanticCompressor,
+    UnitRecord,
     pair_links,
 )
 from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens, to_anthropic, to_openai
 from winnow.serving.strategies import is_phase_boundary
-from winnow.serving.tokens import unit_tokens
+from winnow.serving.tokens import TokenCounter, unit_tokens
 
 
 @dataclass
@@ -46,7 +50,8 @@ class CacheConfig:
         None  # None: the model's minimum (render.min_cacheable_tokens)
     )
     scrub: bool = True  # mask timestamps in rendered text
-    memo_size: int = 64  # compressed prefixes remembered
+    compact_to: float = 0.5  # an outgrown prefix is recompressed to this share of its budget
+    memo_size: int = 256  # prefix states remembered (one per block)
 
     @property
     def min_tokens(self) -> int:
@@ -91,21 +96,29 @@ class CacheAwareCompressor:
     ):
         self.compressor = compressor or SemanticCompressor()
         self.config = config or CacheConfig()
-        self._memo: OrderedDict[str, CompressionResult] = OrderedDict()
+        self._memo: OrderedDict[str, tuple[list[Unit], list[UnitRecord]]] = OrderedDict()
 
-    def split(self, units: Sequence[Unit]) -> int:
-        """How many leading units form the stable prefix (never inside a tool pair)."""
+    def block_ends(self, units: Sequence[Unit]) -> list[int]:
+        """Where the blocks of the stable prefix end (the last one is the split): every
+        `split_every` steps before the last `keep_last_steps`, and after each phase boundary;
+        never inside a tool pair. Each depends only on the units before it, so it never moves."""
         c = self.config
         starts = _step_starts(units)
         k = (len(starts) - c.keep_last_steps) // c.split_every * c.split_every
-        at = starts[k] if k > 0 else 0
-        boundary = max((i + 1 for i, u in enumerate(units) if is_phase_boundary(u)), default=0)
-        return _closed_at_or_after(units, max(at, boundary))
+        ends = {starts[j] for j in range(c.split_every, k + 1, c.split_every) if j < len(starts)}
+        ends |= {i + 1 for i, u in enumerate(units) if is_phase_boundary(u)}
+        return sorted({_closed_at_or_after(units, e) for e in ends} - {0})
+
+    def split(self, units: Sequence[Unit]) -> int:
+        """How many leading units form the stable prefix."""
+        ends = self.block_ends(units)
+        return ends[-1] if ends else 0
 
     def compress(self, units: Iterable[Unit | dict], token_limit: int) -> CacheAwareResult:
         units = [as_unit(u) for u in units]
-        cut = self.split(units)
-        prefix = self._prefix(units[:cut], int(token_limit * self.config.prefix_share), token_limit)
+        ends = self.block_ends(units)
+        cut = ends[-1] if ends else 0
+        prefix = self._prefix(units, ends, int(token_limit * self.config.prefix_share), token_limit)
         suffix = self.compressor.compress(
             units[cut:], max(0, token_limit - prefix.tokens_after), eager=True
         )
@@ -138,26 +151,97 @@ class CacheAwareCompressor:
                 points[pos] = ttl
         return sorted(points.items())[:MAX_BREAKPOINTS]
 
-    def _prefix(self, units: list[Unit], budget: int, limit: int) -> CompressionResult:
-        key = (
-            hashlib.sha256(
-                json.dumps(
-                    [u.to_dict() for u in units], sort_keys=True, ensure_ascii=False
-                ).encode()
-            ).hexdigest()
-            + f":{budget}:{limit}"
-        )
-        if key in self._memo:
-            self._memo.move_to_end(key)
-            return self._memo[key]
-        try:
-            result = self.compressor.compress(units, budget)
-        except MustKeepOverflow:  # the prefix may take the whole limit before giving up
-            result = self.compressor.compress(units, limit)
-        self._memo[key] = result
-        while len(self._memo) > self.config.memo_size:
-            self._memo.popitem(last=False)
-        return result
+    def _prefix(
+        self, units: list[Unit], ends: list[int], budget: int, limit: int
+    ) -> CompressionResult:
+        """The prefix, grown block by block: each block gets every category's strategy once and
+        is appended as it is; only when the prefix outgrows `budget` is it compacted, to
+        `compact_to` of it, so that its bytes then hold for several blocks again. The state after
+        each block is memoized under the chained hash of the units up to it."""
+        units_out: list[Unit] = []
+        records: list[UnitRecord] = []
+        h = hashlib.sha256(f"{budget}:{limit}".encode())
+        start = 0
+        for end in ends:
+            for u in units[start:end]:
+                h.update(json.dumps(u.to_dict(), sort_keys=True, ensure_ascii=False).encode())
+            key = h.hexdigest()
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                units_out, records = self._memo[key]
+            else:
+                block = self.compressor.compress(units[start:end], None)
+                units_out, records = units_out + block.units, records + block.records
+                if self._tokens(units_out) > budget:
+                    units_out = self._compact(units_out, budget, limit)
+                self._memo[key] = (units_out, records)
+                while len(self._memo) > self.config.memo_size:
+                    self._memo.popitem(last=False)
+            start = end
+        return _prefix_result(units_out, records, budget, self.compressor.counter)
+
+    def _compact(self, units: list[Unit], budget: int, limit: int) -> list[Unit]:
+        for target in (int(budget * self.config.compact_to), budget, limit):
+            try:
+                return self.compressor.compress(units, target).units
+            except MustKeepOverflow:
+                if target == limit:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _tokens(self, units: Sequence[Unit]) -> int:
+        return sum(unit_tokens(u, self.compressor.counter) for u in units)
+
+
+_ACTION_OF = {
+    "preserve_structure": "restructured",
+    "drop_or_minimal": "noted",
+    "placeholder": "noted",
+}
+
+
+def _prefix_result(
+    units: list[Unit], block_records: list[UnitRecord], budget: int, counter: TokenCounter
+) -> CompressionResult:
+    """Figures and per-unit records of a prefix, the blocks' records followed through compactions."""
+    final = {}
+    for u in units:
+        for sid in u.extra.get("source_ids") or [u.id]:
+            final[sid] = u
+    tokens = {u.id: unit_tokens(u, counter) for u in units}
+    records = []
+    before: Counter = Counter()
+    after: Counter = Counter()
+    for r in block_records:
+        before[r.category] += r.tokens_before
+        u = final.get(r.id)
+        if u is None:
+            records.append(dataclasses.replace(r, action="dropped", tokens_after=0, output_id=None))
+        elif u.id == r.output_id:  # itself, perhaps shrunk by a compaction since
+            action = r.action
+            if action == "kept" and u.extra.get("strategy"):
+                action = _ACTION_OF.get(u.extra["strategy"], "summarized")
+            records.append(dataclasses.replace(r, action=action, tokens_after=tokens[u.id]))
+        else:  # absorbed by a compaction
+            merged = len(u.extra.get("source_ids") or []) > 1
+            action = "merged" if merged else "summarized"
+            head = not merged or u.extra["source_ids"][0] == r.id
+            records.append(
+                dataclasses.replace(
+                    r, action=action, tokens_after=tokens[u.id] if head else 0, output_id=u.id
+                )
+            )
+    for u in units:
+        after[u.extra.get("category", "")] += tokens[u.id]
+    return CompressionResult(
+        units=units,
+        records=records,
+        token_limit=budget,
+        tokens_before=sum(before.values()),
+        tokens_after=sum(tokens.values()),
+        tokens_before_by_category={c: before[c] for c in CATEGORIES if before[c]},
+        tokens_after_by_category={c: after[c] for c in CATEGORIES if after[c]},
+    )
 
 
 def _step_starts(units: Sequence[Unit]) -> list[int]:

@@ -309,7 +309,7 @@ class _Plan:
         new = dataclasses.replace(
             s.unit,
             text=text,
-            extra={**s.unit.extra, "strategy": strategy, "source_ids": [s.unit.id]},
+            extra={**s.unit.extra, "strategy": strategy, "source_ids": _sources(s.unit)},
         )
         n = unit_tokens(new, self.comp.counter)
         if n >= s.tokens:  # no saving: keep the text (as the stand-in, when one is asked for)
@@ -389,7 +389,7 @@ class _Plan:
             extra={
                 "category": self.slots[run[0]].category,
                 "strategy": "summarize",
-                "source_ids": [self.slots[i].unit.id for i in run],
+                "source_ids": [sid for i in run for sid in _sources(self.slots[i].unit)],
             },
         )
         overhead = unit_tokens(merged, self.comp.counter)
@@ -438,6 +438,11 @@ class _Plan:
             tokens_before_by_category={c: before[c] for c in CATEGORIES if before[c]},
             tokens_after_by_category={c: after[c] for c in CATEGORIES if after[c]},
         )
+
+
+def _sources(unit: Unit) -> list[str]:
+    """The input units a unit stands for: its own id, or those of the units it was made from."""
+    return list(unit.extra.get("source_ids") or [unit.id])
 
 
 def orphan_call_ids(units: Iterable[Unit]) -> set[str]:
