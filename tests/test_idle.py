@@ -147,7 +147,7 @@ def script(summary_reply: Reply):
     return reply
 
 
-def make(srv, tmp_path, api="anthropic", **cfg):
+def make(srv, tmp_path, api="anthropic", classifier=None, **cfg):
     clock = VirtualClock()
     base = srv.base_url if api == "anthropic" else srv.openai_base_url
     model = "claude-sonnet-4-5" if api == "anthropic" else "gpt-5"
@@ -172,7 +172,7 @@ def make(srv, tmp_path, api="anthropic", **cfg):
         }
     )
     compactor = IdleCompactor(
-        conv, client, config, clock=clock, classifier=Labels(), token_counter=HeuristicCounter(),
+        conv, client, config, clock=clock, classifier=classifier or Labels(), token_counter=HeuristicCounter(),
         audit=AuditLog(tmp_path, "s1", clock.now),
     )  # fmt: skip
     return clock, conv, client, compactor, Session(conv, client, compactor=compactor)
@@ -467,3 +467,31 @@ def test_client_folds_streamed_text_and_tool_calls(api):
         call = done.message["tool_calls"][0]
         assert call["function"] == {"name": "Read", "arguments": '{"file_path": "a.py"}'}
         assert done.stop_reason == "tool_calls" and headers["authorization"] == "Bearer k"
+
+
+def _shipped_classifier():
+    try:
+        from winnow.serving.classifier import ImportanceClassifier
+
+        return ImportanceClassifier.load()
+    except Exception as e:  # noqa: BLE001 - no model in this checkout
+        pytest.skip(f"no shipped classifier: {e}")
+
+
+def test_compaction_with_the_shipped_classifier(tmp_path):
+    classifier = _shipped_classifier()
+
+    async def go():
+        with LLMServer(replies=script(Reply(SUMMARY))) as srv:
+            clock, conv, client, compactor, session = make(srv, tmp_path, classifier=classifier)
+            await session.send("Now wire it into the login view.")
+            await _idle_past_trigger(clock, compactor, 266)
+            await client.aclose()
+            return conv.messages[0]["content"]
+
+    block = asyncio.run(go())
+    # TAXONOMY.md's own example of a requirement, carried word for word
+    assert (
+        "- [requirement] user: Add rate limiting to the login endpoint, max 5 tries a minute."
+        in block
+    )
