@@ -184,12 +184,17 @@ def conversation() -> list:
     ]
 
 
-def prefix_bytes(body: dict) -> bytes:
-    """What a prompt cache matches for the last 1h breakpoint: everything up to that block."""
+def prefix_bytes(body: dict, nth: int = -1) -> bytes:
+    """What a prompt cache matches for a 1h breakpoint (the last by default): everything up to
+    and including that block."""
     blocks: list = [("system", b) for b in body.get("system", [])]
     blocks += [(i, m["role"], b) for i, m in enumerate(body["messages"]) for b in m["content"]]
     marked = [i for i, b in enumerate(blocks) if b[-1].get("cache_control", {}).get("ttl") == "1h"]
-    return json.dumps(blocks[: marked[-1] + 1], ensure_ascii=False).encode() if marked else b""
+    if not marked:
+        return b""
+    # the markers themselves are not content: the cache matches what they enclose
+    content = [(*b[:-1], {k: v for k, v in b[-1].items() if k != "cache_control"}) for b in blocks]
+    return json.dumps(content[: marked[nth] + 1], ensure_ascii=False).encode()
 
 
 def test_appending_turns_keeps_the_rendered_prefix_byte_identical() -> None:
@@ -345,3 +350,18 @@ def test_an_outgrown_prefix_is_compacted_and_accounted() -> None:
         assert r.output_id is None or r.output_id in ids
     assert sum(r.tokens_after for r in prefix.records) == prefix.tokens_after
     assert_valid_anthropic(out.to_anthropic())
+
+
+def test_a_new_block_still_hits_the_previous_prefix() -> None:
+    """When the split moves on by a block, a 1h breakpoint stays where the last call put its
+    own: the new request reads that entry and writes the longer one."""
+    full = conversation()
+    cac = CacheAwareCompressor(
+        COMPRESSOR, CacheConfig(keep_last_steps=2, split_every=2, min_cacheable_tokens=500)
+    )
+    early, later = cac.compress(full[:54], 20000), cac.compress(full, 20000)
+    assert later.split > early.split
+    a, b = early.to_anthropic(), later.to_anthropic()
+    assert prefix_bytes(a) == prefix_bytes(b, nth=-2)
+    assert len(prefix_bytes(b)) > len(prefix_bytes(a)) > 2000
+    assert_valid_anthropic(b)

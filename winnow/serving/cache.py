@@ -96,7 +96,7 @@ class CacheAwareCompressor:
     ):
         self.compressor = compressor or SemanticCompressor()
         self.config = config or CacheConfig()
-        self._memo: OrderedDict[str, tuple[list[Unit], list[UnitRecord]]] = OrderedDict()
+        self._memo: OrderedDict[str, tuple[list[Unit], list[UnitRecord], int]] = OrderedDict()
 
     def block_ends(self, units: Sequence[Unit]) -> list[int]:
         """Where the blocks of the stable prefix end (the last one is the split): every
@@ -118,7 +118,8 @@ class CacheAwareCompressor:
         units = [as_unit(u) for u in units]
         ends = self.block_ends(units)
         cut = ends[-1] if ends else 0
-        prefix = self._prefix(units, ends, int(token_limit * self.config.prefix_share), token_limit)
+        budget = int(token_limit * self.config.prefix_share)
+        prefix, previous = self._prefix(units, ends, budget, token_limit)
         suffix = self.compressor.compress(
             units[cut:], max(0, token_limit - prefix.tokens_after), eager=True
         )
@@ -129,14 +130,18 @@ class CacheAwareCompressor:
             split=cut,
             prefix=prefix,
             suffix=suffix,
-            breakpoints=self.breakpoints(out, len(prefix.units)),
+            breakpoints=self.breakpoints(out, len(prefix.units), previous),
             scrub=self.config.scrub,
             token_limit=token_limit,
         )
 
-    def breakpoints(self, units: Sequence[Unit], prefix_len: int) -> list[tuple[int, str]]:
-        """1h at the end of the system prompt and of the prefix, 5m at the end: each only where
-        the prompt up to it reaches the model's minimum cacheable length."""
+    def breakpoints(
+        self, units: Sequence[Unit], prefix_len: int, previous_len: int = 0
+    ) -> list[tuple[int, str]]:
+        """1h at the end of the system prompt, of the prefix before its newest block (where the
+        previous calls wrote the cache: the provider looks back only ~20 blocks from a
+        breakpoint) and of the prefix; 5m at the end. Each only where the prompt up to it
+        reaches the model's minimum cacheable length."""
         counter = self.compressor.counter
         cum = []
         total = 0
@@ -144,7 +149,12 @@ class CacheAwareCompressor:
             total += unit_tokens(u, counter)
             cum.append(total)
         system_end = next((i for i, u in enumerate(units) if u.role != "system"), len(units)) - 1
-        wanted = [(system_end, "1h"), (prefix_len - 1, "1h"), (len(units) - 1, "5m")]
+        wanted = [
+            (system_end, "1h"),
+            (previous_len - 1, "1h"),
+            (prefix_len - 1, "1h"),
+            (len(units) - 1, "5m"),
+        ]
         points: dict[int, str] = {}
         for pos, ttl in wanted:
             if pos >= 0 and cum[pos] >= self.config.min_tokens and pos not in points:
@@ -153,13 +163,17 @@ class CacheAwareCompressor:
 
     def _prefix(
         self, units: list[Unit], ends: list[int], budget: int, limit: int
-    ) -> CompressionResult:
+    ) -> tuple[CompressionResult, int]:
         """The prefix, grown block by block: each block gets every category's strategy once and
         is appended as it is; only when the prefix outgrows `budget` is it compacted, to
         `compact_to` of it, so that its bytes then hold for several blocks again. The state after
-        each block is memoized under the chained hash of the units up to it."""
+        each block is memoized under the chained hash of the units up to it.
+
+        Also returns how many of its units the prefix before its newest block shares with it
+        (0 after a compaction)."""
         units_out: list[Unit] = []
         records: list[UnitRecord] = []
+        previous = 0
         h = hashlib.sha256(f"{budget}:{limit}".encode())
         start = 0
         for end in ends:
@@ -168,17 +182,19 @@ class CacheAwareCompressor:
             key = h.hexdigest()
             if key in self._memo:
                 self._memo.move_to_end(key)
-                units_out, records = self._memo[key]
+                units_out, records, previous = self._memo[key]
             else:
                 block = self.compressor.compress(units[start:end], None)
+                previous = len(units_out)
                 units_out, records = units_out + block.units, records + block.records
                 if self._tokens(units_out) > budget:
                     units_out = self._compact(units_out, budget, limit)
-                self._memo[key] = (units_out, records)
+                    previous = 0
+                self._memo[key] = (units_out, records, previous)
                 while len(self._memo) > self.config.memo_size:
                     self._memo.popitem(last=False)
             start = end
-        return _prefix_result(units_out, records, budget, self.compressor.counter)
+        return _prefix_result(units_out, records, budget, self.compressor.counter), previous
 
     def _compact(self, units: list[Unit], budget: int, limit: int) -> list[Unit]:
         for target in (int(budget * self.config.compact_to), budget, limit):
