@@ -495,3 +495,90 @@ def test_compaction_with_the_shipped_classifier(tmp_path):
         "- [requirement] user: Add rate limiting to the login endpoint, max 5 tries a minute."
         in block
     )
+
+
+def agentic_run(n: int = 12) -> list[dict]:
+    """One prompt, then a long run of tool calls: a single turn."""
+    msgs = [{"role": "user", "content": "Port every handler in app/ to the new router."}]
+    for i in range(n):
+        msgs.append(
+            {"role": "assistant", "content": [_use(f"r{i}", "Read", {"file_path": f"app/h{i}.py"})]}
+        )
+        msgs.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"r{i}", "content": FILE}],
+            }
+        )
+    return msgs
+
+
+def _pairs_valid(messages: list[dict]) -> bool:
+    calls = [
+        b["id"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    ]
+    results = [
+        b["tool_use_id"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    return calls == results
+
+
+def test_long_single_turn_is_cut_at_an_assistant_message(tmp_path):
+    async def go():
+        with LLMServer(replies=script(Reply(SUMMARY))) as srv:
+            clock, conv, client, compactor, session = make(
+                srv, tmp_path, keep_turns=2, max_tail_tokens=15_000
+            )
+            conv.messages = agentic_run()  # the run goes on: the last results are the user turn
+            await session.send(
+                [conv.messages.pop()["content"][0], {"type": "text", "text": "go on"}]
+            )
+            assert compactor.state == "armed", compactor.last_decision
+            await _idle_past_trigger(clock, compactor, 266)
+            await client.aclose()
+            return conv.messages
+
+    messages = asyncio.run(go())
+    assert (
+        messages[0]["content"].startswith("<session-state") and messages[1]["role"] == "assistant"
+    )
+    assert 3 <= len(messages) < 10 and _pairs_valid(messages[1:])
+    assert (
+        "- [requirement] user: Port every handler in app/ to the new router."
+        in messages[0]["content"]
+    )
+
+
+def test_lazy_truncation_inside_a_long_single_turn(tmp_path):
+    async def go():
+        with LLMServer() as srv:
+            clock, conv, client, compactor, session = make(
+                srv, tmp_path, resume_probability=0.0, max_tail_tokens=15_000
+            )
+            conv.messages = agentic_run()
+            await session.send(
+                [conv.messages.pop()["content"][0], {"type": "text", "text": "go on"}]
+            )
+            clock.advance(301)
+            await compactor.wait()
+            await session.send("Back: continue.")
+            await client.aclose()
+            return srv.requests[-1].body["messages"]
+
+    sent = asyncio.run(go())
+    elided = [
+        b
+        for m in sent
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if str(b.get("content", "")).startswith("[tool result elided")
+    ]
+    assert 8 <= len(elided) < 12 and _pairs_valid(sent)

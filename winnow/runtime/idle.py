@@ -32,7 +32,7 @@ from winnow.data.schema import CATEGORY_INDEX, Unit
 from winnow.runtime.archive import AuditLog
 from winnow.runtime.budget import context_tokens
 from winnow.runtime.economics import CacheProfile, estimate, profile_for
-from winnow.runtime.llm import Conversation, LLMClient, LLMError
+from winnow.runtime.llm import Conversation, LLMClient, LLMError, encode
 from winnow.runtime.transcript import FileRegistry, replace_tool_result, to_units, turn_starts
 
 __all__ = ["IdleCompactor", "IdleConfig", "SystemClock", "VirtualClock", "session_ttl"]
@@ -117,7 +117,8 @@ class IdleConfig:
     min_new_tokens: int = 20_000  # since the last compaction: the one-shot guard
     safety_s: float = 34.0  # fire this long before the TTL runs out
     ttl_s: float | None = None  # None: follows the session's model and cache setting
-    keep_turns: int = 2  # raw turns kept after the summary
+    keep_turns: int = 2  # raw turns kept after the summary...
+    max_tail_tokens: int = 20_000  # ...cut short at an assistant message when they are longer
     summary_tokens: int = 5_000
     resume_probability: float = 0.5
     profile: CacheProfile | None = None  # None: by the model's name
@@ -391,12 +392,30 @@ class IdleCompactor:
     # -- helpers -----------------------------------------------------------------------------
 
     def _tail_start(self) -> int | None:
-        """Index of the first kept raw message; None when there is nothing before it to summarize."""
-        starts = turn_starts(self.conversation.api, self.conversation.messages)
-        k = self.config.keep_turns
-        if len(starts) <= k or (k and starts[-k] == 0):
-            return None
-        return starts[-k] if k else len(self.conversation.messages)
+        """Index of the first raw message kept; None when there is nothing before it to summarize.
+
+        The last `keep_turns` turns are kept, but a long agentic turn (one prompt, hundreds of
+        tool calls) is cut at an assistant message so that the tail stays under
+        `max_tail_tokens`: no tool result is ever kept without its call.
+        """
+        conv, cfg = self.conversation, self.config
+        msgs = conv.messages
+        starts = turn_starts(conv.api, msgs)
+        k = cfg.keep_turns
+        cut = (starts[-k] if k <= len(starts) else 0) if k else len(msgs)
+        sizes = [len(encode(m)) + 1 for m in msgs]
+        budget = cfg.max_tail_tokens / (self.context_tokens / max(1, len(conv.encode())) or 0.25)
+        if sum(sizes[cut:]) > budget:  # in bytes from here on
+            later = [i for i in range(cut + 1, len(msgs)) if msgs[i].get("role") == "assistant"]
+            suffix, fits = 0, later[-1:]  # at worst, keep from the last assistant message on
+            for i in range(len(msgs) - 1, cut, -1):
+                suffix += sizes[i]
+                if suffix > budget:
+                    break
+                if msgs[i].get("role") == "assistant":
+                    fits = [i]
+            cut = fits[0] if fits else cut
+        return cut or None
 
     def _estimate_tokens(self, messages: list[dict[str, Any]]) -> int:
         """Tokens of a request holding `messages`, scaled from the last real usage by bytes."""
