@@ -80,18 +80,22 @@ def mask(units: list[Unit], limit: int, counter) -> list[Unit]:
 # --- data -----------------------------------------------------------------------------------
 
 
-def load_sessions(
-    traces: Path, min_tokens: int, counter, max_sessions: int | None
-) -> list[list[Unit]]:
+def load_sessions(traces: Path) -> list[list[Unit]]:
     sessions: dict[tuple[str, str], list[Unit]] = defaultdict(list)
     for u in read_paths([traces]):
         sessions[(u.extra.get("source", ""), u.session_id)].append(u)
-    out = [
-        s
-        for _k, s in sorted(sessions.items())
-        if sum(unit_tokens(u, counter) for u in s) >= min_tokens
-    ]
-    return out[:max_sessions] if max_sessions else out
+    return [s for _k, s in sorted(sessions.items())]
+
+
+def held_out(sessions: list[list[Unit]], gold: dict[str, str]) -> set[str]:
+    """The session ids of the shipped model's test split, recomputed as training splits them."""
+    from winnow.data.dataset import assign_splits
+
+    keys = {
+        s[0].session_id: (any(u.id in gold for u in s), s[0].extra.get("format", ""))
+        for s in sessions
+    }
+    return {sid for sid, split in assign_splits(keys).items() if split == "test"}
 
 
 def load_gold(labels_dir: Path) -> dict[str, str]:
@@ -120,6 +124,8 @@ def categorize(sessions: list[list[Unit]]) -> str:
     for s in sessions:
         for u, p in zip(s, predict(s), strict=True):
             u.extra["category"] = p if isinstance(p, str) else p.category
+            if getattr(p, "scores", None):  # as `winnow classify` writes them
+                u.extra["scores"] = p.scores
     return name
 
 
@@ -179,29 +185,32 @@ class Score:
         return self.feasible_kept / self.feasible_total if self.feasible_total else float("nan")
 
 
-def run(sessions, budgets, gold, counter) -> dict[tuple[str, float], Score]:
-    comp = SemanticCompressor(
-        classifier=object(),
-        token_counter=counter,
-        config=CompressorConfig(on_must_keep_overflow="truncate_oldest"),
-    )
+def run(sessions, budgets, gold, counter, test_ids: set[str], config: CompressorConfig):
+    """Scores per (method, budget): over all sessions, and over the model's held-out sessions."""
+    comp = SemanticCompressor(classifier=object(), token_counter=counter, config=config)
     scores: dict[tuple[str, float], Score] = defaultdict(Score)
+    held: dict[tuple[str, float], Score] = defaultdict(Score)
     for units in sessions:
         total = sum(unit_tokens(u, counter) for u in units)
         protected = sum(unit_tokens(u, counter) for u in units if u.extra["category"] in MUST_KEEP)
         for b in budgets:
             limit = int(total * b)
-            w = comp.compress(units, limit)
-            scores["winnow", b].add(units, w.units, limit, gold, counter)
+            outs = {
+                "winnow": comp.compress(units, limit).units,
+                "truncation": truncate(units, limit, counter),
+                "masking": mask(units, limit, counter),
+            }
             scores["winnow", b].overflow += protected > limit
-            scores["truncation", b].add(
-                units, truncate(units, limit, counter), limit, gold, counter
-            )
-            scores["masking", b].add(units, mask(units, limit, counter), limit, gold, counter)
-    return scores
+            for m, out in outs.items():
+                scores[m, b].add(units, out, limit, gold, counter)
+                if units[0].session_id in test_ids:
+                    held[m, b].add(units, out, limit, gold, counter)
+    return scores, held
 
 
-def print_table(scores, budgets, gold_source: str, category_source: str, n_sessions: int) -> None:
+def print_table(
+    scores, held, budgets, gold_source: str, category_source: str, n_sessions: int
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -215,6 +224,7 @@ def print_table(scores, budgets, gold_source: str, category_source: str, n_sessi
         "tokens kept",
         "must-keep verbatim",
         "where feasible",
+        "held-out",
         "pairs valid",
         "fits",
     )
@@ -229,11 +239,16 @@ def print_table(scores, budgets, gold_source: str, category_source: str, n_sessi
                 f"{s.kept_share:.1%}",
                 f"{s.must_share:.1%} ({s.must_kept}/{s.must_total})",
                 f"{s.feasible_share:.1%}",
+                f"{held[m, b].must_share:.1%} ({held[m, b].must_kept}/{held[m, b].must_total})"
+                if held[m, b].sessions
+                else "-",
                 f"{s.pairs_ok / s.sessions:.0%}",
                 f"{s.fits / s.sessions:.0%}",
             )
     console.print(table)
     console.print(
+        "held-out: must-keep verbatim on the sessions the shipped model was tested on, "
+        "not trained on (its split recomputed); "
         "where feasible: sessions whose must-keep units alone fit the budget; "
         + ", ".join(
             f"winnow needed its must-keep overflow policy in {scores['winnow', b].overflow} sessions at {b:.0%}"
@@ -290,9 +305,7 @@ def cache_reuse(
                 "cache-aware": cac.compress(head, limit).to_anthropic(),
             }
             for name, body in bodies.items():
-                raw = json.dumps(
-                    [body.get("system"), body["messages"]], ensure_ascii=False
-                ).encode()
+                raw = _content_bytes(body)
                 if name in prev:
                     reuse[name][0] += _common_prefix(prev[name], raw)
                     reuse[name][1] += len(raw)
@@ -303,6 +316,16 @@ def cache_reuse(
         + ", ".join(f"{k} {a / b:.0%}" for k, (a, b) in reuse.items() if b)
         + " of request bytes served from the previous request's prefix"
     )
+
+
+def _content_bytes(body: dict) -> bytes:
+    """The request's content in order, without the cache markers (they are not content)."""
+
+    def strip(blocks):
+        return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks or []]
+
+    messages = [{"role": m["role"], "content": strip(m["content"])} for m in body["messages"]]
+    return json.dumps([strip(body.get("system")), messages], ensure_ascii=False).encode()
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -324,14 +347,22 @@ def main() -> int:
     ap.add_argument("--min-tokens", type=int, default=2000, help="skip sessions shorter than this")
     ap.add_argument("--sessions", type=int, help="only the first N sessions (quick runs)")
     ap.add_argument("--no-cache", action="store_true", help="skip the prefix-cache reuse figure")
+    ap.add_argument(
+        "--protect-threshold",
+        type=float,
+        help="CompressorConfig.protect_threshold for winnow (0: off; default: the library's)",
+    )
     args = ap.parse_args()
     if not args.traces.is_dir():
         print(f"bench_ab: {args.traces}: no such folder (the real traces live in ../shared/traces)")
         return 1
     counter = default_token_counter()
     start = time.perf_counter()
-    sessions = load_sessions(args.traces, args.min_tokens, counter, args.sessions)
+    every = load_sessions(args.traces)
     gold = load_gold(args.labels)
+    test_ids = held_out(every, gold) if gold else set()
+    sessions = [s for s in every if sum(unit_tokens(u, counter) for u in s) >= args.min_tokens]
+    sessions = sessions[: args.sessions] if args.sessions else sessions
     session_ids = {u.id for s in sessions for u in s}
     gold = {k: v for k, v in gold.items() if k in session_ids}
     if gold:
@@ -344,8 +375,12 @@ def main() -> int:
     category_source = categorize(sessions)
     table_budgets = [float(b) for b in args.budgets.split(",")]
     budgets = sorted(set(CURVE) | set(table_budgets))
-    scores = run(sessions, budgets, gold, counter)
-    print_table(scores, table_budgets, gold_source, category_source, len(sessions))
+    config = CompressorConfig(on_must_keep_overflow="truncate_oldest")
+    if args.protect_threshold is not None:
+        config.protect_threshold = args.protect_threshold if args.protect_threshold > 0 else None
+    category_source += f"; soft must-keep threshold {config.protect_threshold}"
+    scores, held = run(sessions, budgets, gold, counter, test_ids, config)
+    print_table(scores, held, table_budgets, gold_source, category_source, len(sessions))
     draw(scores, budgets, args.png)
     if not args.no_cache:
         cache_reuse(sessions, counter)

@@ -391,3 +391,50 @@ def test_phase_boundary_becomes_a_note() -> None:
     out = COMPRESSOR.compress([boundary, plain], None)
     assert [u.text for u in out.units] == ["[phase] ## Phase 2: wire the CLI"]
     assert [r.action for r in out.records] == ["noted", "dropped"]
+
+
+def test_a_likely_must_keep_unit_is_protected() -> None:
+    """The classifier's top category is status, but it gives the must-keep categories 0.35:
+    kept verbatim under the default threshold (0.3), dropped when only the top category counts."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Pred:
+        category: str
+        scores: dict
+
+    class Stub:
+        def predict(self, units):
+            return [
+                Pred("status", {"status": 0.65, "decision": 0.2, "constraint": 0.15}) for _ in units
+            ]
+
+    units = [
+        unit(0, "requirement", "Fix the flaky retry test.", "user"),
+        Unit(
+            "s:1",
+            "s",
+            1,
+            "assistant",
+            "text",
+            "The retry flake is a fake-timer race; switching to real timers.",
+        ),
+        unit(
+            2,
+            "explanation",
+            "\n".join(f"line {i} of a long analysis in app/x.py" for i in range(60)),
+        ),
+    ]
+    limit = (
+        unit_tokens(units[0], COMPRESSOR.counter) + unit_tokens(units[1], COMPRESSOR.counter) + 60
+    )
+    out = SemanticCompressor(classifier=Stub()).compress(units, limit)
+    assert [r.action for r in out.records][:2] == ["kept", "kept"]
+    assert SemanticCompressor(classifier=Stub()).must_keep(units) == [True, True, False]
+    strict = SemanticCompressor(classifier=Stub(), config=CompressorConfig(protect_threshold=None))
+    assert strict.compress(units, limit).records[1].action == "dropped"
+    # a limit only the sure must-keep unit fits: the likely one goes first, without an error
+    tight = SemanticCompressor(classifier=Stub()).compress(
+        units, unit_tokens(units[0], COMPRESSOR.counter)
+    )
+    assert [u.id for u in tight.units] == ["s:0"]

@@ -54,6 +54,10 @@ class CompressorConfig:
     min_summary_tokens: int = 48  # ...but at least this many: shorter units are left alone
     max_summary_tokens: int = 400
     group_summary_tokens: int = 120  # what a merged run of same-category units shrinks to
+    # A unit the classifier gives the must-keep categories together at least this probability
+    # is kept verbatim too, whatever its top category: losing a must-keep unit costs more than
+    # keeping a status note. None: the top category alone decides.
+    protect_threshold: float | None = 0.3
 
     def __post_init__(self) -> None:
         self.strategies = {**DEFAULT_STRATEGIES, **self.strategies}
@@ -136,15 +140,37 @@ class SemanticCompressor:
 
     def categorize(self, units: Sequence[Unit]) -> list[str]:
         """Each unit's category: its own `extra['category']`, else the classifier's."""
-        cats: list[str | None] = [u.extra.get("category") for u in units]
-        todo = [i for i, c in enumerate(cats) if c not in CATEGORIES]
+        return [c for c, _scores in self._labels(units)]
+
+    def must_keep(self, units: Sequence[Unit]) -> list[bool]:
+        """Which units are kept verbatim whatever the limit (see `CompressorConfig.protect_threshold`)."""
+        return [self._keep(c, sc) > 0 for c, sc in self._labels(units)]
+
+    def _labels(self, units: Sequence[Unit]) -> list[tuple[str, dict[str, float] | None]]:
+        """(category, scores or None) per unit: the unit's own, else the classifier's."""
+        out: list[Any] = [(u.extra.get("category"), u.extra.get("scores")) for u in units]
+        todo = [i for i, (c, _sc) in enumerate(out) if c not in CATEGORIES]
         if todo:
             clf = self.classifier
             predict = getattr(clf, "predict", None) or clf.label  # a classifier or the Labeler
             preds = predict([units[i] for i in todo])
             for i, p in zip(todo, preds, strict=True):
-                cats[i] = p if isinstance(p, str) else p.category
-        return cats  # type: ignore[return-value]
+                out[i] = (
+                    (p, None) if isinstance(p, str) else (p.category, getattr(p, "scores", None))
+                )
+        return out
+
+    def _keep(self, category: str, scores: dict[str, float] | None) -> float:
+        """1 for a must-keep category; the must-keep probability when the scores reach
+        `protect_threshold` (a soft must-keep); else 0."""
+        protected = self.config.protected
+        if category in protected:
+            return 1.0
+        t = self.config.protect_threshold
+        if t is None or not scores:
+            return 0.0
+        p = min(sum(scores.get(c, 0.0) for c in protected), 0.999)  # 1 is for sure must-keep
+        return p if p >= t else 0.0
 
     def compress(
         self, units: Iterable[Unit | dict], token_limit: int | None = None, *, eager: bool = False
@@ -154,12 +180,12 @@ class SemanticCompressor:
         With `eager` (or no limit), every category's strategy is applied in full first.
         """
         units = [as_unit(u) for u in units]
-        plan = _Plan(units, self.categorize(units), self)
+        plan = _Plan(units, self._labels(units), self)
         if eager or token_limit is None:
             plan.apply_strategies(None)
         if token_limit is not None and plan.total > token_limit:
             # fail before any summary is paid for
-            protected = sum(s.tokens for s in plan.slots if s.protected)
+            protected = sum(s.tokens for s in plan.slots if s.protected and not s.soft)
             if protected > token_limit and self.config.on_must_keep_overflow == "error":
                 raise MustKeepOverflow(protected, token_limit)
             plan.fit(token_limit)
@@ -199,6 +225,8 @@ class _Slot:
     action: str = "kept"
     placeholder: bool = False  # a stand-in that only keeps a tool pair whole
     tried: bool = False  # its category's strategy has been applied
+    soft: bool = False  # protected by the classifier's must-keep probability only
+    keep_p: float = 0.0  # that probability (1 for a must-keep category)
     into: str | None = None  # merged: the id of the unit it went into
     members: list[int] = field(default_factory=list)  # merged group head: the other members
 
@@ -206,23 +234,28 @@ class _Slot:
 class _Plan:
     """The evolving output: slots in input order, a running token total, pair links."""
 
-    def __init__(self, units: list[Unit], cats: list[str], comp: SemanticCompressor):
+    def __init__(
+        self,
+        units: list[Unit],
+        labels: list[tuple[str, dict[str, float] | None]],
+        comp: SemanticCompressor,
+    ):
         self.comp = comp
         self.config = comp.config
-        protected = self.config.protected
         self.slots: list[_Slot] = []
-        for u, c in zip(units, cats, strict=True):
+        for u, (c, scores) in zip(units, labels, strict=True):
             if u.extra.get("category") != c:
                 u = dataclasses.replace(u, extra={**u.extra, "category": c})
             n = unit_tokens(u, comp.counter)
-            self.slots.append(_Slot(u, c, c in protected, n, u, n))
+            keep = comp._keep(c, scores)
+            self.slots.append(_Slot(u, c, keep > 0, n, u, n, soft=0 < keep < 1, keep_p=keep))
         self.total = sum(s.tokens for s in self.slots)
         self.partner = pair_links(units)
 
     # -- tiers -----------------------------------------------------------------------------
 
     def fit(self, limit: int) -> None:
-        for step in (self.apply_strategies, self.merge_runs, self.drop_unprotected):
+        for step in (self.apply_strategies, self.merge_runs, self.drop_unprotected, self.drop_soft):
             if step(limit):
                 return
         if self.total <= limit:
@@ -244,6 +277,8 @@ class _Plan:
             for i, s in enumerate(self.slots):
                 if s.category != cat or s.out is None or s.action != "kept" or s.tried:
                     continue
+                if s.protected:  # kept verbatim on the classifier's must-keep probability
+                    continue
                 s.tried = True  # a strategy that saved nothing is not paid for twice
                 self._apply(i, strategy, None if limit is None else self.total - limit)
                 if limit is not None and self.total <= limit:
@@ -261,6 +296,18 @@ class _Plan:
             if self.total <= limit:
                 return True
         return False
+
+    def drop_soft(self, limit: int) -> bool:
+        """Soft must-keep units, least likely must-keep first: before any sure one is lost."""
+        order = sorted(
+            (s.keep_p, i) for i, s in enumerate(self.slots) if s.soft and s.out is not None
+        )
+        for _p, i in order:
+            if self.slots[i].out is not None and not self.slots[i].placeholder:
+                self._drop(i)
+                if self.total <= limit:
+                    return True
+        return self.total <= limit
 
     def drop_unprotected(self, limit: int) -> bool:
         for i, s in enumerate(self.slots):
