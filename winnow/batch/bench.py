@@ -44,7 +44,7 @@ class BenchConfig:
     traces: Path = DEFAULT_TRACES if DEFAULT_TRACES.is_dir() else FIXTURES
     model: str | None = None
     latency_units: int = 300  # single-unit calls timed (after a warm-up)
-    batch_files: int = 60  # transcript files scored by each batch engine
+    batch_files: int = 0  # transcript files scored by each batch engine; 0 = all
     bert_units: int = 16  # units run through the BERT-base baseline (about 0.3-1 s each)
     session_tokens: int = 250_000  # size of the session built for the compression figure
     ray: bool = True
@@ -137,7 +137,7 @@ class Bench:
         """Units/s over the same files: the local engine (and Ray) vs one process, end to end."""
         from winnow.batch.score import BatchScorer, ScoreConfig
 
-        files = _spread(self.files, self.config.batch_files)
+        files = _spread(self.files, self.config.batch_files or len(self.files))
         engines = [("local", 0)] + ([("ray", 0)] if self.config.ray and _has("ray") else [])
         with tempfile.TemporaryDirectory() as tmp:
 

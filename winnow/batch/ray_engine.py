@@ -8,6 +8,7 @@ On a cluster (`ray_address`) the files must be readable at the same paths on eve
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -76,6 +77,7 @@ def run_ray(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScores]:
         ctx = ray.data.DataContext.get_current()
         ctx.execution_options.preserve_order = True
         ctx.enable_progress_bars = False  # the CLI draws its own bar over files
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # and prints its own summary
         cpus = int(ray.cluster_resources().get("CPU", 1))
         workers = max(1, min(config.workers or cpus, len(files)))
         ds = ray.data.from_items([{"path": str(f)} for f in files], override_num_blocks=len(files))
@@ -84,7 +86,7 @@ def run_ray(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScores]:
             fn_constructor_kwargs={"model": config.model},
             batch_size=1,
             batch_format="pyarrow",
-            concurrency=workers,
+            compute=ray.data.ActorPoolStrategy(size=workers),
             num_cpus=1,
         )
         for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):

@@ -3,8 +3,9 @@
     from winnow.batch.score import BatchScorer, ScoreConfig
     summary = BatchScorer(ScoreConfig(engine="local")).run(["traces/"], "scores.parquet")
 
-Files are the unit of work: each worker holds one classifier and scores whole files, so a tool
-call and its result are always scored together and the output is the same for every engine.
+Files are the unit of work: each worker holds one classifier and scores whole files, so every
+unit is classified beside its session's other units (the classifier's features look at
+neighbours and position) and the output is the same whatever the engine or the worker count.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class ScoreConfig:
 
     model: str | None = None  # model directory; None = the shipped default
     engine: str = "local"  # "local" (processes on this machine) or "ray"
-    workers: int = 0  # 0 = all cores (local) / all CPUs of the Ray cluster; 1 = in this process
+    workers: int = 0  # 0 = all cores / all CPUs of the Ray cluster; local with 1: no pool
     ray_address: str | None = None  # None = start a local Ray
 
 
