@@ -178,6 +178,9 @@ def transcripts(draw: hs.DrawFn) -> list[Unit]:
         else:
             role, kind = ("user", "text") if shape == "user" else ("assistant", shape)
             units.append(unit(i, cat, text, role, kind))
+        if draw(hs.integers(0, 3)) == 0:  # classifier scores: some units become soft must-keep
+            p = draw(hs.sampled_from([0.1, 0.3, 0.6]))
+            units[-1].extra["scores"] = {"decision": p, "status": 1 - p}
     return units
 
 
