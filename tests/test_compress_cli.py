@@ -86,3 +86,33 @@ def test_truncate_oldest_policy_from_the_command_line(tmp_path, capsys) -> None:
     assert rc == 0  # requirement (20 tokens) + decision (87) need 107: the older one goes
     units = [json.loads(line) for line in out.read_text().splitlines()]
     assert [u["category"] for u in units if u["category"] in MUST_KEEP] == ["decision"]
+
+
+def test_llm_summarizer_from_the_command_line(tmp_path, capsys, monkeypatch) -> None:
+    from llm_server import LLMServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    out = tmp_path / "out.jsonl"
+    with LLMServer(replies=["[condensed]"]) as srv:
+        argv = [
+            NORMALIZED,
+            "--limit",
+            "30%",
+            "--summarizer",
+            "openai",
+            "--base-url",
+            srv.openai_base_url,
+        ]
+        rc, *_ = run(capsys, *argv, "--summarizer-model", "small-model", "-o", out)
+        models = {r.body["model"] for r in srv.requests}
+    assert rc == 0 and models == {"small-model"}
+    units = [json.loads(line) for line in out.read_text().splitlines()]
+    assert any(u["text"] == "[condensed]" for u in units)
+
+
+def test_llm_summarizer_without_a_key_fails_early(capsys, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    rc, stdout, stderr = run(capsys, NORMALIZED, "--limit", "2000", "--summarizer", "anthropic")
+    assert rc == 1 and stdout == ""
+    assert stderr == "winnow compress: --summarizer anthropic: no API key (set ANTHROPIC_API_KEY)\n"

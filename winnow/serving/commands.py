@@ -101,8 +101,12 @@ def _run_compress(args: argparse.Namespace) -> int:
         problem = report.problems[0] if report.problems else f"{path}: no messages found"
         return _fail(problem)
 
+    try:
+        summarizer = _summarizer(args)
+    except Exception as e:  # noqa: BLE001 - the SDK's own error (no key, bad URL) in one line
+        return _fail(f"--summarizer {args.summarizer}: {str(e).splitlines()[0]}")
     compressor = SemanticCompressor(
-        summarizer=_summarizer(args),
+        summarizer=summarizer,
         config=CompressorConfig(on_must_keep_overflow=args.on_overflow),
     )
     cache = CacheAwareCompressor(compressor, CacheConfig(model=args.model)) if args.cache else None
@@ -147,18 +151,22 @@ def _run_compress(args: argparse.Namespace) -> int:
 
 
 def _summarizer(args: argparse.Namespace):
+    """The summarizer asked for; its client is built now so that a missing key fails early."""
     from winnow.serving import summarizers as sm
 
+    if args.summarizer == "extractive":
+        return None
+    cls = sm.AnthropicSummarizer if args.summarizer == "anthropic" else sm.OpenAISummarizer
     kw = {"base_url": args.base_url} if args.base_url else {}
-    if args.summarizer == "anthropic":
-        return sm.AnthropicSummarizer(
-            **({"model": args.summarizer_model} if args.summarizer_model else {}), **kw
-        )
-    if args.summarizer == "openai":
-        return sm.OpenAISummarizer(
-            **({"model": args.summarizer_model} if args.summarizer_model else {}), **kw
-        )
-    return None
+    if args.summarizer_model:
+        kw["model"] = args.summarizer_model
+    summarizer = cls(**kw)
+    client = summarizer.client  # the OpenAI SDK raises here on a missing key
+    if not (
+        getattr(client, "api_key", None) or getattr(client, "auth_token", None) or args.base_url
+    ):
+        raise ValueError("no API key (set ANTHROPIC_API_KEY)")  # the Anthropic SDK waits for a call
+    return summarizer
 
 
 def _print_table(console, results, compressor) -> None:

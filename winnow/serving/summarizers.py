@@ -224,8 +224,13 @@ class _LLMSummarizer:
             self.failures += 1
             if self.fallback is None:
                 raise
-            log.warning(
-                "%s failed (%s); using %s", type(self).__name__, e, type(self.fallback).__name__
+            # once, not per unit: a dead endpoint fails every call the same way
+            log.log(
+                logging.WARNING if self.failures == 1 else logging.DEBUG,
+                "%s failed (%s); using %s",
+                type(self).__name__,
+                e,
+                type(self.fallback).__name__,
             )
             return self.fallback.summarize(text, max_tokens)
         # The provider counts with its own tokenizer: enforce our budget on the answer.
