@@ -7,10 +7,14 @@
 It does only as much as the limit needs, in tiers, cheapest loss first, oldest units first
 within a tier: (1) each category's strategy (TAXONOMY.md), least important category first;
 (2) runs of consecutive same-category units merged into one summary; (3) the remaining
-units that are not must-keep dropped. Must-keep units (strategy `verbatim`) are never changed:
-when they alone exceed the limit it raises `MustKeepOverflow`, or drops the oldest of them
-when `on_must_keep_overflow="truncate_oldest"`. A tool call and its result are kept, replaced
-or dropped together, so the result is always valid for the provider APIs.
+units that are not must-keep dropped; (4) the soft must-keep units (those the classifier
+gives the must-keep categories at least `protect_threshold` together), least likely first.
+Must-keep units (strategy `verbatim`) are never changed: when they alone exceed the limit it
+raises `MustKeepOverflow`, or drops the oldest of them when
+`on_must_keep_overflow="truncate_oldest"`. A tool call and its result are kept, replaced or
+dropped together, so the result is always valid for the provider APIs. Records name what
+happened to each input unit: kept, restructured, summarized, noted (a one-line note or a
+pair's stand-in), merged or dropped.
 """
 
 from __future__ import annotations
@@ -175,7 +179,8 @@ class SemanticCompressor:
     def compress(
         self, units: Iterable[Unit | dict], token_limit: int | None = None, *, eager: bool = False
     ) -> CompressionResult:
-        """Compress under `token_limit` tokens, doing only what the limit needs.
+        """Compress the units of one conversation, in order, under `token_limit` tokens,
+        doing only what the limit needs.
 
         With `eager` (or no limit), every category's strategy is applied in full first.
         """
@@ -423,14 +428,14 @@ class _Plan:
             assert u is not None
             label = f"[{u.tool_name} result]\n" if u.kind == "tool_result" and u.tool_name else ""
             parts.append(label + u.text)
-        tools = [self.slots[i].unit for i in run if self.slots[i].unit.kind != "text"]
-        role = "user" if head.role == "tool" else head.role
+        # a summary is prose: tool units become text (their stand-ins go), results speak as user
+        alone = len(run) == 1 and head.kind in ("text", "thinking")
         merged = Unit(
             id=head.id if len(run) == 1 else f"{head.id}+{len(run) - 1}",
             session_id=head.session_id,
             index=head.index,
-            role=role,
-            kind="text" if tools or len(run) > 1 else head.kind,
+            role="user" if head.role == "tool" else head.role,
+            kind=head.kind if alone else "text",
             text="",
             timestamp=head.timestamp,
             extra={
