@@ -142,7 +142,8 @@ def _run_compress(args: argparse.Namespace) -> int:
                 indent = 2 if len(results) == 1 else None  # several sessions: one body a line
                 fh.write(json.dumps(body, ensure_ascii=False, indent=indent) + "\n")
     console = Console(stderr=not args.output)
-    _print_table(console, results, compressor)
+    limit = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
+    _print_table(console, f"{len(results)} session(s), limit {limit}", results, compressor)
     if args.output:
         console.print(f"[bold green]wrote[/] {args.output}")
     for line in report.problems:
@@ -169,7 +170,7 @@ def _summarizer(args: argparse.Namespace):
     return summarizer
 
 
-def _print_table(console, results, compressor) -> None:
+def _print_table(console, title: str, results, compressor) -> None:
     from collections import Counter
 
     from rich.table import Table
@@ -185,8 +186,6 @@ def _print_table(console, results, compressor) -> None:
             before.update(part.tokens_before_by_category)
             after.update(part.tokens_after_by_category)
             actions.update(part.actions)
-    limits = {limit for _s, limit, _r in results}
-    title = f"{len(results)} session(s), limit {'/'.join(f'{n:,}' for n in sorted(limits))} tokens"
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for col in ("category", "tokens before", "after", "kept"):
         table.add_column(col, justify="left" if col == "category" else "right")
