@@ -40,6 +40,7 @@ class _FileScorer:
     """Ray actor: loads the classifier once, then scores the files of each batch."""
 
     def __init__(self, model: str | None):
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one actor per CPU, as local workers
         self.clf = load_classifier(model)
         self.count = token_counter()
 

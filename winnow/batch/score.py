@@ -211,6 +211,8 @@ def load_classifier(model: str | None) -> Any:
 
 
 def _init_worker(model: str | None) -> None:
+    # One worker per core: the tokenizer's own thread pool would only fight the other workers.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _WORKER["clf"] = load_classifier(model)
     _WORKER["count"] = token_counter()
 
@@ -225,8 +227,8 @@ def _run_local(files: Sequence[Path], config: ScoreConfig) -> Iterator[FileScore
 
     workers = min(config.workers or os.cpu_count() or 1, len(files))
     if workers == 1:
-        _init_worker(config.model)
-        yield from map(_score_in_worker, map(str, files))
+        clf, count = load_classifier(config.model), token_counter()
+        yield from (score_file(f, clf, count) for f in files)
         return
     # spawn: the parent runs a progress thread, and forking a threaded process can deadlock.
     with ProcessPoolExecutor(
