@@ -74,3 +74,18 @@ def test_unknown_engine_is_a_clear_error(tmp_path):
         BatchScorer(ScoreConfig(engine="spark")).run(
             [FIXTURES / "copilot.jsonl"], tmp_path / "x.parquet"
         )
+
+
+def test_in_process_run_matches_the_worker_pool(scored, tmp_path):
+    out = tmp_path / "one.parquet"
+    BatchScorer(ScoreConfig(workers=1)).run([FIXTURES], out)
+    assert pq.read_table(out).equals(scored[1])
+    assert pq.read_table(sessions_path(out)).equals(scored[2])
+
+
+def test_bad_model_directory_is_one_line_and_no_output(tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    assert main(["score", str(FIXTURES), "-o", str(out), "--model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

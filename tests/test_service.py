@@ -282,3 +282,11 @@ def test_load_500_requests_over_4_threads(client, url):
         f"\nload test: {n} classify requests over {threads} threads in {wall:.1f}s: "
         f"{n / wall:.0f} req/s, p50 {statistics.median(latencies) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
     )
+
+
+def test_serve_with_a_bad_model_is_one_line(tmp_path, capsys):
+    from winnow.cli import main
+
+    assert main(["serve", "--model", str(tmp_path), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and len(err.strip().splitlines()) == 1
