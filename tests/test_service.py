@@ -151,6 +151,7 @@ def test_classify_provider_bodies(client, body, fmt, n):
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["format"] == fmt and len(out["units"]) == n
+    assert not any("source" in u for u in out["units"])  # no server paths leak
     kinds = [u["kind"] for u in out["units"]]
     assert "tool_call" in kinds and "tool_result" in kinds
 

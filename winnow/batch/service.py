@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from winnow import __version__
 from winnow.data.readers import ReadReport, read_file
-from winnow.data.schema import CATEGORIES, KINDS, ROLES, Unit
+from winnow.data.schema import KINDS, ROLES, Unit
 
 Format = Literal["units", "openai", "anthropic"]
 # Block types only an Anthropic body has; OpenAI bodies carry tool calls on the message instead.
@@ -139,6 +139,9 @@ def parse_units(body: ConversationIn, fmt: Format) -> list[Unit]:
         units = list(read_file(path, report, format=reader.name))
     if report.problems:
         raise ValueError(report.problems[0].replace(path, "body", 1))
+    for u in units:  # where the reader found them: a temp file, of no use to the caller
+        u.extra.pop("source", None)
+        u.extra.pop("format", None)
     return units
 
 
@@ -221,7 +224,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         out = []
         for u, p in zip(units, preds, strict=True):
             d = u.to_dict()
-            d.update(category=p.category, scores={c: float(p.scores[c]) for c in CATEGORIES})
+            d.update(category=p.category, scores={c: float(x) for c, x in p.scores.items()})
             out.append(d)
         return {"format": fmt, "model": classifier.info["name"], "units": out}
 
