@@ -119,7 +119,7 @@ def categorize(sessions: list[list[Unit]]) -> str:
     except Exception as e:  # noqa: BLE001 - no model installed: say so and fall back
         from winnow.data.labeling import Labeler
 
-        name = f"heuristic labeller (no shipped classifier: {str(e).splitlines()[0][:80]})"
+        name = f"heuristic labeller (no shipped classifier: {str(e).splitlines()[0][:200]})"
         predict = Labeler().label
     for s in sessions:
         for u, p in zip(s, predict(s), strict=True):
@@ -214,7 +214,7 @@ def print_table(
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=max(120, Console().width))
     console.print(f"[bold]{n_sessions} sessions[/]; compressor categories: {category_source}")
     console.print(f"must-keep gold: {gold_source}")
     table = Table(header_style="bold", box=None, pad_edge=False)
