@@ -12,9 +12,10 @@ over-long answer, and fall back to the extractive summary when the call fails.
 from __future__ import annotations
 
 import bisect
-import functools
+import hashlib
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,17 +67,29 @@ class ExtractiveSummarizer:
 
     def __init__(self, token_counter: TokenCounter | None = None):
         self.counter = token_counter or default_token_counter()
-        # deterministic, so memoized: the same unit meets the same budget under every limit
-        self._summarize = functools.lru_cache(maxsize=4096)(self._summarize_text)
+        # Deterministic, so memoized (the same unit meets the same budget under every limit),
+        # keyed by a digest and holding only summaries: bounded memory.
+        self._memo: OrderedDict[tuple[bytes, int], str] = OrderedDict()
+        self.memo_size = 4096
 
     def summarize(self, texts: Texts, max_tokens: int) -> str:
-        return self._summarize(as_text(texts), max_tokens)
-
-    def _summarize_text(self, text: str, max_tokens: int) -> str:
+        text = as_text(texts)
         if max_tokens <= 0:
             return ""
         if self.counter.count(text) <= max_tokens:
             return text
+        key = (
+            hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(),
+            max_tokens,
+        )
+        out = self._memo.get(key)
+        if out is None:
+            out = self._memo[key] = self._summarize(text, max_tokens)
+            if len(self._memo) > self.memo_size:
+                self._memo.popitem(last=False)
+        return out
+
+    def _summarize(self, text: str, max_tokens: int) -> str:
         lines = _segments(text)
         candidates = self._rank(lines)
         chosen: list[int] = []  # sorted
