@@ -21,11 +21,11 @@ import numpy as np
 from winnow.data import cues
 from winnow.data.schema import KINDS, ROLES, Unit
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3
 
 # Long units keep their head and tail: errors and conclusions sit at the ends.
-CLIP_HEAD = 600
-CLIP_TAIL = 400
+CLIP_HEAD = 400
+CLIP_TAIL = 200
 
 TOOL_BUCKETS = (
     "none", "read", "search", "list", "edit", "write", "shell", "plan", "web", "task", "ask", "other",

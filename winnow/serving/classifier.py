@@ -32,7 +32,7 @@ from winnow.classifier.features import (
     session_context,
     unit_features,
 )
-from winnow.classifier.tokenizer import UnitEncoder
+from winnow.classifier.tokenizer import CHARS_PER_TOKEN, UnitEncoder
 from winnow.data.schema import Unit
 
 DEFAULT_MODEL = "winnow-small"
@@ -121,7 +121,11 @@ class ImportanceClassifier:
         self.session = ort.InferenceSession(
             str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"]
         )
-        self.encoder = UnitEncoder.from_file(model_dir / "tokenizer.json", int(config["max_len"]))
+        self.encoder = UnitEncoder.from_file(
+            model_dir / "tokenizer.json",
+            int(config["max_len"]),
+            int(config.get("chars_per_token", CHARS_PER_TOKEN)),
+        )
         self._output = [config.get("output_name", "probs")]
         self._local = threading.local()
 

@@ -30,6 +30,10 @@ class TrainConfig:
     # systematic mistakes.
     finetune_epochs: int = 4
     finetune_lr: float = 1e-3
+    # Losing a must-keep unit costs more than keeping a droppable one: the must-keep logits
+    # get the largest bias (from a grid) that costs at most this much validation accuracy.
+    # It is baked into the exported network; 0 turns it off.
+    must_keep_max_accuracy_cost: float = 0.02
     seed: int = 0
     # One thread: with a padded batch, two OpenMP threads on a busy 2-core machine ran a
     # step 15x slower than one (712 ms vs 47 ms), spinning against each other.

@@ -114,6 +114,9 @@ def model_card(config: dict[str, Any], metrics: dict[str, Any]) -> str:
         f"- tokenizer: BPE, {m['vocab_size']:,} tokens, trained on the training transcripts",
         f"- hand features: {len(config['features']['names'])} (feature spec v{config['features']['version']}): "
         "role, kind, tool bucket, is_error, length, position in session, text cues",
+        f"- must-keep logit bias {tr.get('must_keep_bias', 0.0):.2f}: added to the four must-keep "
+        "categories' logits, the largest that cost at most "
+        f"{tr.get('config', {}).get('must_keep_max_accuracy_cost', 0):.0%} validation accuracy",
         "- runtime: ONNX Runtime on CPU, no torch",
         "",
         "## Data",
@@ -216,6 +219,7 @@ def save_model(
         "output": "probs: float32 [batch, labels], softmax",
         "max_len": mcfg["max_len"],
         "prefix_len": PREFIX_LEN,
+        "chars_per_token": result.encoder.chars_per_token,
         "features": {
             "version": FEATURE_VERSION,
             "names": list(FEATURE_NAMES),

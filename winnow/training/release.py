@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from winnow.cli import main as cli_main
-    from winnow.data.dataset import build_dataset
+    from winnow.data.dataset import SplitConfig, build_dataset
     from winnow.data.extract import extract
     from winnow.training.config import TrainConfig
     from winnow.training.evaluate import evaluate_model
@@ -103,7 +103,11 @@ def run(args: argparse.Namespace) -> int:
                 print(log.getvalue(), file=sys.stderr)
                 return rc
         with _step(console, "dataset", times):
-            info = build_dataset(work / "labeled.parquet", work / "dataset")
+            # A larger validation split than `winnow dataset`'s default (0.7/0.1/0.2): with
+            # ~1,900 hand labels, 10% is ~140 units, too few to pick an epoch or the must-keep
+            # bias on. The test split (cut first) stays the same sessions.
+            split = SplitConfig(ratios=(0.6, 0.2, 0.2))
+            info = build_dataset(work / "labeled.parquet", work / "dataset", split)
         hand = sum(s["hand_labeled_units"] for s in info["splits"].values())
         console.print(
             f"{report.units:,} units from {report.files:,} files; {hand:,} hand-labelled "

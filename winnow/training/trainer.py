@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from winnow.classifier.features import Context, batch_features, session_context
 from winnow.classifier.model import UnitClassifier
 from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer
-from winnow.data.schema import CATEGORIES, CATEGORY_INDEX
+from winnow.data.schema import CATEGORIES, CATEGORY_INDEX, MUST_KEEP
 from winnow.training.config import TrainConfig
 from winnow.training.evaluate import classification_metrics, load_split
 
@@ -211,16 +211,40 @@ class Trainer:
             )
         model.load_state_dict(best[2])
         model.eval()
+        bias = self._must_keep_bias(model, val, val_idx)
         logits = predict_logits(model, val)
         validation = classification_metrics(
             [CATEGORIES[i] for i in val.labels[val_idx]],
             [CATEGORIES[i] for i in logits[val_idx].argmax(1)],
         )
         validation["gold"] = val_gold
+        summary["must_keep_bias"] = bias
         return TrainResult(
             model, encoder, replace(cfg, model=mcfg),
             history, best[1], summary, validation, time.perf_counter() - start,
         )  # fmt: skip
+
+    def _must_keep_bias(self, model: UnitClassifier, val: Encoded, idx: np.ndarray) -> float:
+        """Pick and apply (to the output bias) the must-keep logit bias; returns it."""
+        budget = self.config.must_keep_max_accuracy_cost
+        if budget <= 0:
+            return 0.0
+        logits = predict_logits(model, val)[idx]
+        gold = val.labels[idx]
+        keep = np.array([c in MUST_KEEP for c in CATEGORIES])
+        base = float((logits.argmax(1) == gold).mean())
+        chosen = 0.0
+        for delta in np.arange(0.25, 3.01, 0.25):
+            shifted = logits + keep * delta
+            if base - float((shifted.argmax(1) == gold).mean()) > budget + 1e-9:
+                break
+            chosen = float(delta)
+        with torch.no_grad():
+            model.head[-1].bias[torch.from_numpy(keep)] += chosen
+        self.console.print(
+            f"must-keep logit bias {chosen:.2f} (validation accuracy cost <= {budget:.0%})"
+        )
+        return chosen
 
     def _stage(
         self, name, model, data: Encoded, epochs: int, lr: float, rng, validate, patience=None
