@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TRACES = REPO.parent / "shared" / "traces"
 FIXTURES = REPO / "tests" / "fixtures" / "batch"
 
+STEPS = ("latency", "batch", "service", "compression", "retrain", "install", "bert")
+
 # LLMLingua-2's token classifier is bert-base-multilingual-cased: these are its dimensions.
 BERT_BASE_MULTILINGUAL = dict(
     vocab_size=119547,
@@ -44,6 +46,7 @@ class BenchConfig:
     traces: Path = DEFAULT_TRACES if DEFAULT_TRACES.is_dir() else FIXTURES
     model: str | None = None
     latency_units: int = 300  # single-unit calls timed (after a warm-up)
+    requests: int = 500  # HTTP classify requests, over 4 client threads
     batch_files: int = 0  # transcript files scored by each batch engine; 0 = all
     bert_units: int = 16  # units run through the BERT-base baseline (about 0.3-1 s each)
     session_tokens: int = 250_000  # size of the session built for the compression figure
@@ -52,7 +55,9 @@ class BenchConfig:
 
     @classmethod
     def quick(cls, **kw: Any) -> BenchConfig:
-        base = dict(latency_units=100, batch_files=12, bert_units=4, ray=False, retrain=False)
+        base = dict(
+            latency_units=100, requests=100, batch_files=12, bert_units=4, ray=False, retrain=False
+        )
         return cls(**{**base, **kw})
 
 
@@ -86,15 +91,14 @@ class Bench:
         self.units = _spread_units(self.files, self.config.latency_units)
 
     def run(self, steps: Sequence[str] | None = None) -> list[Row]:
-        for name in steps or ("latency", "batch", "compression", "retrain", "install", "bert"):
+        for name in steps or STEPS:
             self.log(f"bench: {name} ...")
             getattr(self, f"bench_{name}")()
         return self.rows
 
     def bench_latency(self) -> None:
         """One unit per call, p50/p99, against eager PyTorch on the same units."""
-        fast = _latencies(lambda u: self.clf.predict([u]), self.units)
-        naive = _latencies(self._naive_predict(), self.units)
+        fast, naive = _paired(lambda u: self.clf.predict([u]), self._naive_predict(), self.units)
         for q in (50, 99):
             a, b = _pct(fast, q), _pct(naive, q)
             self.rows.append(
@@ -160,6 +164,57 @@ class Bench:
                         "(reading, classifying, counting tokens, writing Parquet, start-up included)",
                     )
                 )
+
+    def bench_service(self) -> None:
+        """Classify over HTTP (uvicorn on loopback, 4 client threads) vs in-process calls."""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        import httpx
+        import uvicorn
+
+        from winnow.batch.service import ServiceConfig, create_app
+
+        convs = [self.units[i : i + 8] for i in range(0, len(self.units), 8)]  # 8-unit bodies
+        bodies = [{"units": [u.to_dict() for u in c]} for c in convs]
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(ServiceConfig(self.config.model)), port=0, log_level="warning"
+            )
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        url = f"http://127.0.0.1:{port}/v1/classify"
+        n, threads = self.config.requests, 4
+
+        def client(k: int) -> list[float]:
+            with httpx.Client(timeout=60) as c:
+                post = lambda i: c.post(url, json=bodies[i % len(bodies)]).raise_for_status()  # noqa: E731
+                return _latencies(post, range(k, n, threads), warmup=0)
+
+        try:
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(threads) as pool:
+                lat = [x for part in pool.map(client, range(threads)) for x in part]
+            rps = n / (time.perf_counter() - t0)
+        finally:
+            server.should_exit = True
+            thread.join(10)
+        local = _latencies(self.clf.predict, [convs[i % len(convs)] for i in range(n // 4)])
+        self.rows.append(
+            Row(
+                "HTTP classify, req/s (p99)",
+                f"{rps:,.0f} ({_ms(_pct(lat, 99))})",
+                "in-process predict, 1 thread",
+                f"{len(local) / sum(local):,.0f} ({_ms(_pct(local, 99))})",
+                _x(rps * sum(local) / len(local)),
+                f"service: {n} POST /v1/classify of 8 real units each over 4 client threads, "
+                "server and clients on the same cores",
+            )
+        )
 
     def bench_compression(self) -> None:
         """Compressing a 250K-token session to a quarter, against oldest-first truncation."""
@@ -263,9 +318,11 @@ class Bench:
         lengths = [min(512, max(8, math.ceil(len(u.text) / 4))) for u in units]
         inputs = [torch.randint(1000, 100_000, (1, n)) for n in lengths]
         with torch.inference_mode():
-            model(input_ids=inputs[0][:, :16])  # warm-up
-            bert = _latencies(lambda x: model(input_ids=x), inputs, warmup=0)
-        ours = _latencies(lambda u: self.clf.predict([u]), units)
+            ours, bert = _paired(
+                lambda i: self.clf.predict([units[i]]),
+                lambda i: model(input_ids=inputs[i]),
+                range(len(units)),
+            )
         a, b = sum(ours) / len(ours), sum(bert) / len(bert)
         self.rows.append(
             Row(
@@ -350,6 +407,21 @@ def _latencies(fn: Callable[[Any], Any], items: Sequence[Any], warmup: int = 3) 
     return out
 
 
+def _paired(
+    fn_a: Callable[[Any], Any], fn_b: Callable[[Any], Any], items: Sequence[Any]
+) -> tuple[list[float], list[float]]:
+    """Latencies of two contenders, alternating call by call: a shared machine's load swings
+    then hit both alike."""
+    for x in items[:3]:  # warm-up
+        fn_a(x)
+        fn_b(x)
+    a, b = [], []
+    for x in items:
+        a.extend(_latencies(fn_a, [x], warmup=0))
+        b.extend(_latencies(fn_b, [x], warmup=0))
+    return a, b
+
+
 def _pct(xs: Sequence[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
@@ -428,7 +500,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--only",
         nargs="+",
-        choices=("latency", "batch", "compression", "retrain", "install", "bert"),
+        choices=STEPS,
         help="run only these measurements",
     )
 
