@@ -23,6 +23,9 @@ class TrainConfig:
     # classifier does (a lone unit is the latest of its session): robust to both views.
     live_share: float = 0.25
     class_weight_power: float = 0.5  # class weight = (1 / frequency) ** power
+    # ... at most this many times the mean weight: a category with 3 examples would otherwise
+    # weigh ~30x and be predicted for anything odd (architecture for a /clear command).
+    class_weight_cap: float = 4.0
     label_smoothing: float = 0.05
     patience: int = 5  # epochs without a better validation macro-F1 before stopping
     # Then a few epochs on the hand-labelled units alone (when there are any), at a lower
@@ -33,7 +36,7 @@ class TrainConfig:
     # Losing a must-keep unit costs more than keeping a droppable one: the must-keep logits
     # get the largest bias (from a grid) that costs at most this much validation accuracy.
     # It is baked into the exported network; 0 turns it off.
-    must_keep_max_accuracy_cost: float = 0.02
+    must_keep_max_accuracy_cost: float = 0.01
     seed: int = 0
     # One thread: with a padded batch, two OpenMP threads on a busy 2-core machine ran a
     # step 15x slower than one (712 ms vs 47 ms), spinning against each other.
