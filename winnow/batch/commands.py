@@ -34,7 +34,14 @@ def _score(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from winnow.batch.score import BatchScorer, ScoreConfig, sessions_path
+    from winnow.batch.score import (
+        DROP_CATEGORIES,
+        SUMMARIZE_CATEGORIES,
+        BatchScorer,
+        ScoreConfig,
+        sessions_path,
+    )
+    from winnow.data.schema import DEFAULT_STRATEGIES
 
     config = ScoreConfig(args.model, args.engine, args.workers, args.ray_address)
     err = Console(stderr=True)
@@ -81,18 +88,25 @@ def _score(args: argparse.Namespace) -> int:
     finally:
         progress.stop()
 
+    def share(tokens: int) -> str:
+        return f"{tokens / summary.tokens:.1%}" if summary.tokens else "-"
+
+    by_cat = summary.tokens_by_category
     table = Table(title=f"winnow score ({args.engine})", show_footer=True)
     table.add_column("category", footer="total")
+    table.add_column("strategy")
     table.add_column("tokens", justify="right", footer=f"{summary.tokens:,}")
     table.add_column("share", justify="right", footer="100%")
-    for cat, tok in summary.tokens_by_category.most_common():
-        table.add_row(cat, f"{tok:,}", f"{tok / summary.tokens:.1%}" if summary.tokens else "-")
+    for cat, tok in by_cat.most_common():
+        table.add_row(cat, DEFAULT_STRATEGIES.get(cat, "?"), f"{tok:,}", share(tok))
     out = Console()
     out.print(table)
     out.print(
         f"{summary.files} files, {summary.sessions} sessions, {summary.units:,} units in "
         f"{summary.seconds:.1f}s ({summary.units_per_s:,.0f} units/s); "
-        f"{len(summary.problems)} problems; wrote {args.output} and {sessions_path(args.output)}",
+        f"{len(summary.problems)} problems; wrote {args.output} and {sessions_path(args.output)}; "
+        f"by the default strategies the compressor could drop {share(sum(by_cat[c] for c in DROP_CATEGORIES))} "
+        f"of the tokens and summarize {share(sum(by_cat[c] for c in SUMMARIZE_CATEGORIES))}",
         soft_wrap=True,
     )
     return 0 if summary.units or not summary.problems else 1
