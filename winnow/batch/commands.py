@@ -146,6 +146,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"winnow serve: {e}", file=sys.stderr)
         return 2
+    if config.token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"winnow serve: warning: {args.host} without --token: anyone who reaches it can use it",
+            file=sys.stderr,
+        )
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
