@@ -166,10 +166,11 @@ def model_card(config: dict[str, Any], metrics: dict[str, Any]) -> str:
         "  and domains will be weaker. Most training labels are heuristic: figures against",
         "  heuristic labels measure agreement with the labeller, not truth.",
         "- Rare categories (constraint, acknowledgment, architecture) have few examples.",
-        "- A unit is judged from its own text (head and tail only when long) and its place in the",
-        "  session, not from the surrounding conversation.",
-        f"- Must-keep ({', '.join(sorted(MUST_KEEP))}) mistakes cost the most; a compressor should",
-        f"  not drop a unit predicted {', '.join(sorted(DROPPABLE))} with low confidence.",
+        "- A unit is judged from its own text (head and tail when long), its place in the session",
+        "  and the kinds of its neighbours, not from what the conversation said before it.",
+        f"- Must-keep ({', '.join(sorted(MUST_KEEP))}) mistakes cost the most. The must-keep logit",
+        "  bias trades a little accuracy for must-keep recall; a compressor that drops units",
+        f"  predicted {', '.join(sorted(DROPPABLE))} should keep them when that prediction is unsure.",
         "",
     ]
     return "\n".join(lines)

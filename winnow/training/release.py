@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import shutil
 import sys
 import tempfile
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                 stage,
                 name=out.name,
                 extra_training={
-                    "source": str(traces),
+                    "source": os.path.relpath(traces.resolve(), REPO),
                     "label_files": [Path(p).name for p in labels],
                 },
             )
@@ -145,8 +146,17 @@ def run(args: argparse.Namespace) -> int:
                 "baselines": {k: v for k, v in test.results.items() if k != "model"},
             },
             "int8_test": {
-                k: int8[k]
-                for k in ("accuracy", "macro_f1", "must_keep_recall", "must_keep_droppable")
+                "gold": test.gold,
+                **{
+                    k: int8[k]
+                    for k in (
+                        "n",
+                        "accuracy",
+                        "macro_f1",
+                        "must_keep_recall",
+                        "must_keep_droppable",
+                    )
+                },
             },
             "release_seconds": {**times, "total": round(time.perf_counter() - start, 1)},
         }
