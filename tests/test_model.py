@@ -31,11 +31,13 @@ def test_logits_shape():
     assert model(*batch(SMALL)).shape == (4, len(CATEGORIES))
 
 
-def test_lean_forward_equals_transformer_layers():
+@pytest.mark.parametrize("heads", [1, 2])
+def test_lean_forward_equals_transformer_layers(heads):
     """The exported path (plain ops) computes what nn.TransformerEncoderLayer computes."""
     torch.manual_seed(0)
-    model = UnitClassifier(SMALL).eval()
-    ids, feats = batch(SMALL)
+    config = ModelConfig(**{**SMALL.to_dict(), "n_heads": heads})
+    model = UnitClassifier(config).eval()
+    ids, feats = batch(config)
     with torch.no_grad():
         torch.testing.assert_close(
             model.forward_lean(ids, feats), model(ids, feats), atol=1e-5, rtol=1e-4

@@ -67,6 +67,9 @@ class UnitClassifier(nn.Module):
     def _attention(self, attn: nn.MultiheadAttention, x: torch.Tensor, bias: torch.Tensor):
         heads, d = attn.num_heads, x.shape[-1]
         q, k, v = F.linear(x, attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)
+        if heads == 1:  # no head axis: ten fewer reshape / transpose nodes
+            w = torch.softmax(q @ k.transpose(-1, -2) * d**-0.5 + bias[:, 0], dim=-1)
+            return attn.out_proj(w @ v)
         q, k, v = (t.unflatten(-1, (heads, d // heads)).transpose(1, 2) for t in (q, k, v))
         w = torch.softmax(q @ k.transpose(-1, -2) * (d // heads) ** -0.5 + bias, dim=-1)
         return attn.out_proj((w @ v).transpose(1, 2).flatten(-2))
