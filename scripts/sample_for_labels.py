@@ -73,20 +73,35 @@ def stratified(units: dict, context: dict, total: int, rng: random.Random) -> li
     return picked + rest[: max(0, total - len(picked))]
 
 
-def enriched(units: dict, labeled: Path, exclude: set[str], rng: random.Random) -> list:
+def enriched(
+    units: dict,
+    labeled: Path,
+    exclude: set[str],
+    rng: random.Random,
+    quota: dict[str, int] = ENRICH,
+    user_text: int = ENRICH_USER_TEXT,
+    skip_sessions: frozenset[str] = frozenset(),
+    text_only: bool = False,
+) -> list:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(labeled, columns=["id", "category", "role", "kind"]).to_pylist()
-    pool = [r for r in table if r["id"] not in exclude and r["id"] in units]
+    table = pq.read_table(labeled, columns=["id", "session_id", "category", "role", "kind"])
+    pool = [
+        r
+        for r in table.to_pylist()
+        if r["id"] not in exclude and r["id"] in units and r["session_id"] not in skip_sessions
+    ]
+    if text_only:  # prose units, where categories are hardest to tell apart
+        pool = [r for r in pool if r["kind"] in ("text", "thinking") and r["role"] != "system"]
     rng.shuffle(pool)
     picked: dict[str, None] = {}
-    for cat, n in ENRICH.items():
+    for cat, n in quota.items():
         for r in [r for r in pool if r["category"] == cat][:n]:
             picked[r["id"]] = None
     user = [
         r for r in pool if r["role"] == "user" and r["kind"] == "text" and r["id"] not in picked
     ]
-    for r in user[:ENRICH_USER_TEXT]:
+    for r in user[:user_text]:
         picked[r["id"]] = None
     return [units[i] for i in picked]
 
@@ -121,12 +136,30 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--enrich", type=Path, help="labeled.parquet from `winnow label` (round 2)")
     ap.add_argument("--exclude", type=Path, help="gold.jsonl of units already labelled")
+    ap.add_argument("--quota", help="heuristic category=count,... to draw (round 2 default)")
+    ap.add_argument("--user-text", type=int, default=ENRICH_USER_TEXT)
+    ap.add_argument("--text-only", action="store_true", help="only text and thinking units")
+    ap.add_argument(
+        "--skip-test-of",
+        type=Path,
+        help="split.json of a data set: draw no unit of its test sessions",
+    )
     args = ap.parse_args()
     rng = random.Random(args.seed)
     units, context = load(args.traces)
     if args.enrich:
         done = {json.loads(line)["id"] for line in open(args.exclude)} if args.exclude else set()
-        picked = enriched(units, args.enrich, done, rng)
+        quota = dict(ENRICH)
+        if args.quota:
+            quota = {k: int(v) for k, v in (kv.split("=") for kv in args.quota.split(","))}
+        skip = frozenset()
+        if args.skip_test_of:
+            skip = frozenset(
+                json.loads(args.skip_test_of.read_text())["splits"]["test"]["session_ids"]
+            )
+        picked = enriched(
+            units, args.enrich, done, rng, quota, args.user_text, skip, args.text_only
+        )
     else:
         picked = stratified(units, context, args.total, rng)
     write_slices(picked, context, args.out, args.annotators, args.overlap, rng)
