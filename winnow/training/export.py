@@ -115,8 +115,9 @@ def model_card(config: dict[str, Any], metrics: dict[str, Any]) -> str:
         f"- hand features: {len(config['features']['names'])} (feature spec v{config['features']['version']}): "
         "role, kind, tool bucket, is_error, length, position in session, text cues",
         f"- must-keep logit bias {tr.get('must_keep_bias', 0.0):.2f}: added to the four must-keep "
-        "categories' logits, the largest that cost at most "
-        f"{tr.get('config', {}).get('must_keep_max_accuracy_cost', 0):.0%} validation accuracy",
+        "categories' logits, the smallest that reaches validation must-keep recall "
+        f"{tr.get('config', {}).get('must_keep_recall_target', 0):.0%} within "
+        f"{tr.get('config', {}).get('must_keep_max_accuracy_cost', 0):.0%} of validation accuracy",
         "- runtime: ONNX Runtime on CPU, no torch",
         "",
         "## Data",

@@ -108,9 +108,20 @@ def _encode(
         ids=encoder.encode(rows),
         features=features,
         labels=np.array([CATEGORY_INDEX[r["category"]] for r in rows], dtype=np.int64),
-        weights=np.where(hand, 1.0, heuristic_weight).astype(np.float32),
+        weights=_label_weights(rows, hand, heuristic_weight),
         hand=hand,
     )
+
+
+def _label_weights(rows: list[dict[str, Any]], hand: np.ndarray, heuristic: float) -> np.ndarray:
+    """Hand labels weigh 1; heuristic ones `heuristic`, except those a tier-3 rule settled
+    (a housekeeping command, an empty result, a failed call: facts TAXONOMY.md states
+    outright), which are as sure as a hand label and rare enough to be drowned otherwise."""
+    from winnow.data.labeling import LFS
+
+    rules = {f"lf:{f.name}" for f in LFS if f.tier == 3}
+    ruled = np.array([r.get("label_source") in rules for r in rows])
+    return np.where(hand | ruled, 1.0, heuristic).astype(np.float32)
 
 
 def predict_logits(model: UnitClassifier, data: Encoded, batch_size: int = 256) -> np.ndarray:
@@ -226,23 +237,35 @@ class Trainer:
 
     def _must_keep_bias(self, model: UnitClassifier, val: Encoded, idx: np.ndarray) -> float:
         """Pick and apply (to the output bias) the must-keep logit bias; returns it."""
-        budget = self.config.must_keep_max_accuracy_cost
-        if budget <= 0:
+        cfg = self.config
+        if cfg.must_keep_max_accuracy_cost <= 0:
             return 0.0
         logits = predict_logits(model, val)[idx]
         gold = val.labels[idx]
         keep = np.array([c in MUST_KEEP for c in CATEGORIES])
-        base = float((logits.argmax(1) == gold).mean())
-        chosen = 0.0
-        for delta in np.arange(0.25, 3.01, 0.25):
-            shifted = logits + keep * delta
-            if base - float((shifted.argmax(1) == gold).mean()) > budget + 1e-9:
+        gold_keep = keep[gold]
+
+        def scores(delta: float) -> tuple[float, float]:
+            pred = (logits + keep * delta).argmax(1)
+            recall = float(keep[pred][gold_keep].mean()) if gold_keep.any() else 1.0
+            return float((pred == gold).mean()), recall
+
+        base, _ = scores(0.0)
+        chosen, best = 0.0, scores(0.0)[1]
+        for delta in np.arange(0.25, 4.01, 0.25):
+            acc, recall = scores(float(delta))
+            if base - acc > cfg.must_keep_max_accuracy_cost + 1e-9:
                 break
-            chosen = float(delta)
+            if recall > best + 1e-9:
+                chosen, best = float(delta), recall
+            if best >= cfg.must_keep_recall_target:
+                break
         with torch.no_grad():
             model.head[-1].bias[torch.from_numpy(keep)] += chosen
+        acc, recall = scores(chosen)
         self.console.print(
-            f"must-keep logit bias {chosen:.2f} (validation accuracy cost <= {budget:.0%})"
+            f"must-keep logit bias {chosen:.2f}: validation must-keep recall {recall:.3f}, "
+            f"accuracy {acc:.3f} ({acc - base:+.3f})"
         )
         return chosen
 
