@@ -22,21 +22,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from winnow.data.extract import SCHEMA as EXTRACT_SCHEMA
 from winnow.data.readers import ReadReport, detect_format, read_file
 from winnow.data.readers.base import iter_files
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, Unit
 
 SCORE_COLUMNS = tuple(f"score_{c}" for c in CATEGORIES)
+# The unit columns keep `winnow extract`'s types, so the two files join on `id`.
 UNIT_SCHEMA = pa.schema(
     [
-        ("id", pa.string()),
-        ("session_id", pa.string()),
-        ("index", pa.int64()),
-        ("role", pa.string()),
-        ("kind", pa.string()),
-        ("tool_name", pa.string()),
-        ("source", pa.string()),
-        ("format", pa.string()),
+        *[
+            EXTRACT_SCHEMA.field(n)
+            for n in ("id", "session_id", "index", "role", "kind", "tool_name", "source", "format")
+        ],
         ("tokens", pa.int64()),
         ("category", pa.string()),
         *[(c, pa.float32()) for c in SCORE_COLUMNS],
