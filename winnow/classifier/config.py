@@ -10,7 +10,8 @@ from winnow.data.schema import CATEGORIES
 
 @dataclass
 class ModelConfig:
-    """Shape of the network. The defaults meet the serving speed goals (scripts/bench_classifier.py)."""
+    """Shape of the network, sized for the serving latency budget (scripts/bench_classifier.py
+    measures it: 494 us p50 per 1,000-char unit here, against a 300 us goal)."""
 
     vocab_size: int = 4096
     max_len: int = 64
