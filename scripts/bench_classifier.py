@@ -26,7 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 from winnow.classifier.features import unit_features  # noqa: E402
 from winnow.data import cues  # noqa: E402
-from winnow.serving.classifier import ImportanceClassifier, default_model_path  # noqa: E402
+from winnow.serving.classifier import (  # noqa: E402
+    ImportanceClassifier,
+    default_model_path,
+    graph_inputs,
+)
 
 TRACES = ROOT.parent / "shared" / "traces"
 FIXTURE = ROOT / "tests" / "fixtures" / "classifier" / "sessions.jsonl"
@@ -74,10 +78,10 @@ def naive(model_dir: Path):
 
     def predict(u: dict) -> str:
         text = u["text"]
-        ids = np.array([tok.encode(text).ids], dtype=np.int64)
+        ids = np.array([tok.encode(text).ids], dtype=np.int32)
         cues.cue_vector(text)  # what a regex feature pass costs
         feats = unit_features(u)[None]
-        probs = session.run(None, {"input_ids": ids, "features": feats})[0][0]
+        probs = session.run(None, graph_inputs(ids, feats))[0][0, 0]
         return clf.labels[int(probs.argmax())]
 
     return predict

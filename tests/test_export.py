@@ -16,21 +16,29 @@ from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer  # noqa: E4
 from winnow.data.schema import CATEGORIES  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "classifier" / "sessions.jsonl"
-pytestmark = pytest.mark.slow  # one export takes ~10 s
+pytestmark = pytest.mark.slow  # builds tokenizers and models
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def _export(tmp_path_factory, heads: int):
     from winnow.training.export import export_onnx
 
     rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=600, max_len=48, d_model=32, d_ff=64, n_layers=2)
+    config = ModelConfig(vocab_size=600, max_len=48, d_model=32, d_ff=64, n_layers=2, n_heads=heads)
     encoder = UnitEncoder(train_tokenizer((r["text"] for r in rows), 600), config.max_len)
     config.vocab_size = encoder.vocab_size
     model = UnitClassifier(config).eval()
+    with torch.no_grad():  # trained norms are not the identity: make the test see them
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.2)
     path = export_onnx(model, tmp_path_factory.mktemp("onnx") / "model.onnx")
     return rows, encoder, model, path
+
+
+@pytest.fixture(scope="module", params=[2, 1], ids=["2 heads", "1 head"])
+def exported(request, tmp_path_factory):
+    return _export(tmp_path_factory, request.param)
 
 
 def test_one_file_no_external_data(exported):
@@ -39,7 +47,7 @@ def test_one_file_no_external_data(exported):
 
 
 def test_parity_on_real_units_of_many_lengths(exported):
-    from winnow.serving.classifier import ImportanceClassifier
+    from winnow.serving.classifier import ImportanceClassifier, graph_inputs
 
     rows, encoder, model, path = exported
     ids = encoder.encode(rows)
@@ -50,7 +58,7 @@ def test_parity_on_real_units_of_many_lengths(exported):
     # Batches of mixed lengths (padding) and single units (no padding).
     for lo, hi in [(0, len(rows)), (0, 1), (5, 6), (10, 40), (60, 61)]:
         x = UnitEncoder.pad(ids[lo:hi])
-        got = session.run(None, {"input_ids": x, "features": feats[lo:hi]})[0]
+        got = session.run(None, graph_inputs(x, feats[lo:hi]))[0][:, 0]
         with torch.no_grad():
             want = torch.softmax(
                 model(torch.from_numpy(x), torch.from_numpy(feats[lo:hi])), -1

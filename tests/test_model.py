@@ -1,4 +1,4 @@
-"""The torch model and trainer: shapes, the lean export path, determinism, a tiny fit."""
+"""The torch model and trainer: shapes, padding, determinism, a tiny fit."""
 
 from __future__ import annotations
 
@@ -31,27 +31,14 @@ def test_logits_shape():
     assert model(*batch(SMALL)).shape == (4, len(CATEGORIES))
 
 
-@pytest.mark.parametrize("heads", [1, 2])
-def test_lean_forward_equals_transformer_layers(heads):
-    """The exported path (plain ops) computes what nn.TransformerEncoderLayer computes."""
-    torch.manual_seed(0)
-    config = ModelConfig(**{**SMALL.to_dict(), "n_heads": heads})
-    model = UnitClassifier(config).eval()
-    ids, feats = batch(config)
-    with torch.no_grad():
-        torch.testing.assert_close(
-            model.forward_lean(ids, feats), model(ids, feats), atol=1e-5, rtol=1e-4
-        )
-
-
 def test_padding_does_not_change_a_unit():
     torch.manual_seed(0)
     model = UnitClassifier(SMALL).eval()
     ids, feats = batch(SMALL)
     short = ids[1:2, :5]
     with torch.no_grad():
-        alone = model.forward_lean(short, feats[1:2])
-        padded = model.forward_lean(ids[1:2], feats[1:2])
+        alone = model(short, feats[1:2])
+        padded = model(ids[1:2], feats[1:2])
     torch.testing.assert_close(alone, padded, atol=1e-5, rtol=1e-4)
 
 

@@ -116,8 +116,10 @@ def test_thread_safe(rows):
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda _: [p.category for p in clf.predict(rows)], range(8)))
     assert all(g == want for g in got)
-    singles = list(ThreadPoolExecutor(4).map(clf.predict_one, rows))
-    assert [s.category for s in singles] == [clf.predict_one(r).category for r in rows]
+    # the one-unit path reuses per-thread buffers: each call must get its own unit's scores
+    with ThreadPoolExecutor(4) as pool:
+        singles = list(pool.map(clf.predict_one, rows * 3))
+    assert [s.scores for s in singles] == [clf.predict_one(r).scores for r in rows] * 3
 
 
 def test_checksum_mismatch_is_one_clear_error(tmp_path):
@@ -144,6 +146,19 @@ def test_feature_spec_mismatch_is_refused(tmp_path):
     (model / "config.json").write_text(json.dumps(config))
     write_checksums(model)
     with pytest.raises(ModelError, match="feature spec v999"):
+        ImportanceClassifier.load(model)
+
+
+def test_older_model_format_is_refused(tmp_path):
+    from winnow.training.export import write_checksums
+
+    model = tmp_path / "m"
+    shutil.copytree(default_model_path(), model)
+    config = json.loads((model / "config.json").read_text())
+    config["format_version"] = 1
+    (model / "config.json").write_text(json.dumps(config))
+    write_checksums(model)
+    with pytest.raises(ModelError, match="model format v1, but this winnow reads v2; rebuild"):
         ImportanceClassifier.load(model)
 
 

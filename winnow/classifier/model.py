@@ -4,13 +4,13 @@
                                                                                       ├─ MLP ─ logits
     hand features (winnow.classifier.features) ── Linear ── GELU ─────────────────────┘
 
-Imports torch: only training and export use this module; serving runs the ONNX export.
+Imports torch: only training and export use this module; serving runs the ONNX graph that
+winnow.training.graph writes from its weights.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from winnow.classifier.config import ModelConfig
@@ -48,32 +48,6 @@ class UnitClassifier(nn.Module):
             h = layer(h, src_key_padding_mask=pad)
         return self._classify(h, pad, features)
 
-    def forward_lean(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-        """`forward` in eval mode, with each encoder layer written out in plain tensor ops.
-
-        Exported, nn.TransformerEncoderLayer becomes ~85 ONNX nodes of reshapes and shape
-        arithmetic around a few matmuls; this is the same math in about half as many, and at
-        a few microseconds per node that is most of the single-unit latency. Same weights,
-        same result (tests/test_model.py checks both paths agree).
-        """
-        pad = input_ids == PAD_ID
-        h = self.tok(input_ids) + self.pos.weight[: input_ids.shape[1]]
-        bias = pad[:, None, None, :].to(h.dtype) * -1e9  # [B, 1, 1, T] over the keys
-        for layer in self.layers:
-            h = h + self._attention(layer.self_attn, layer.norm1(h), bias)
-            h = h + layer.linear2(F.gelu(layer.linear1(layer.norm2(h))))
-        return self._classify(h, pad, features)
-
-    def _attention(self, attn: nn.MultiheadAttention, x: torch.Tensor, bias: torch.Tensor):
-        heads, d = attn.num_heads, x.shape[-1]
-        q, k, v = F.linear(x, attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)
-        if heads == 1:  # no head axis: ten fewer reshape / transpose nodes
-            w = torch.softmax(q @ k.transpose(-1, -2) * d**-0.5 + bias[:, 0], dim=-1)
-            return attn.out_proj(w @ v)
-        q, k, v = (t.unflatten(-1, (heads, d // heads)).transpose(1, 2) for t in (q, k, v))
-        w = torch.softmax(q @ k.transpose(-1, -2) * (d // heads) ** -0.5 + bias, dim=-1)
-        return attn.out_proj((w @ v).transpose(1, 2).flatten(-2))
-
     def _classify(self, h: torch.Tensor, pad: torch.Tensor, features: torch.Tensor):
         h = self.norm(h)
         keep = (~pad).unsqueeze(-1).to(h.dtype)
@@ -81,15 +55,4 @@ class UnitClassifier(nn.Module):
         return self.head(torch.cat([pooled, self.feat(features)], dim=-1))
 
 
-class ExportHead(nn.Module):
-    """The exported graph: the lean forward, returning softmax probabilities."""
-
-    def __init__(self, model: UnitClassifier):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(self.model.forward_lean(input_ids, features), dim=-1)
-
-
-__all__ = ["ExportHead", "ModelConfig", "UnitClassifier"]
+__all__ = ["ModelConfig", "UnitClassifier"]

@@ -14,13 +14,10 @@ No pickles: weights live only in the ONNX file.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
-import io
 import json
 import shutil
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,46 +30,30 @@ if TYPE_CHECKING:
     from winnow.classifier.model import UnitClassifier
     from winnow.training.trainer import TrainResult
 
-INPUTS = ("input_ids", "features")
-OUTPUT = "probs"
-
 
 def export_onnx(model: UnitClassifier, path: str | Path) -> Path:
-    """Export `model` (eval mode, lean forward) to one ONNX file with dynamic batch and length."""
-    import torch
+    """Write `model` (eval mode) as one ONNX file: the fused graph of winnow.training.graph."""
+    import onnx
 
-    from winnow.classifier.model import ExportHead
+    from winnow.training.graph import build_graph
 
-    model.eval()
-    c = model.config
-    ids = torch.randint(1, c.vocab_size, (3, min(10, c.max_len)))
-    ids[1, 5:] = PAD_ID
-    feats = torch.zeros(3, c.n_features)
-    batch = torch.export.Dim("batch", min=1)
-    seq = torch.export.Dim("seq", min=1, max=c.max_len)
     path = Path(path)
-    # The exporter narrates every step on stdout and warns about its own internals.
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(
-            ExportHead(model),
-            (ids, feats),
-            input_names=list(INPUTS),
-            output_names=[OUTPUT],
-            dynamic_shapes={"input_ids": {0: batch, 1: seq}, "features": {0: batch}},
-            dynamo=True,
-            external_data=False,
-            optimize=True,
-        )
-        program.save(str(path), external_data=False)
+    onnx.save(build_graph(model.eval()), str(path))
     return path
 
 
 def quantize_int8(src: str | Path, dst: str | Path) -> Path:
     """Dynamic int8 quantisation of the MatMul/Gemm weights (onnxruntime.quantization)."""
+    from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    # ONNX shape inference does not know the com.microsoft ops: name the tensors' type.
+    quantize_dynamic(
+        str(src),
+        str(dst),
+        weight_type=QuantType.QInt8,
+        extra_options={"DefaultTensorType": TensorProto.FLOAT},
+    )
     return Path(dst)
 
 
@@ -214,11 +195,13 @@ def save_model(
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "labels": list(CATEGORIES),
         "inputs": {
-            "input_ids": "int64 [batch, seq]: [role][kind][tool] + head and tail tokens, "
+            "input_ids": "int32 [batch, seq]: [role][kind][tool] + head and tail tokens, "
             f"seq <= max_len, right-padded with {PAD_ID}",
-            "features": f"float32 [batch, {len(FEATURE_NAMES)}]: winnow.classifier.features",
+            "lengths": "int32 [batch]: tokens before the padding",
+            "pool": "float32 [batch, 1, seq]: 1/length on tokens, 0 on padding",
+            "features": f"float32 [batch, 1, {len(FEATURE_NAMES)}]: winnow.classifier.features",
         },
-        "output": "probs: float32 [batch, labels], softmax",
+        "output": "probs: float32 [batch, 1, labels], softmax",
         "max_len": mcfg["max_len"],
         "prefix_len": PREFIX_LEN,
         "chars_per_token": result.encoder.chars_per_token,
