@@ -90,6 +90,7 @@ def check_invariants(units: list[Unit], limit: int, comp: SemanticCompressor = C
         assert floor > limit, f"raised although {floor} tokens of must-keep fit {limit}"
         assert e.needed > limit
         return
+    overflow = floor > limit  # only an overflow policy gets here: it may change must-keep units
     counter = comp.counter
     # fits, and the figures are the units' own counts
     assert result.tokens_after <= limit
@@ -105,7 +106,7 @@ def check_invariants(units: list[Unit], limit: int, comp: SemanticCompressor = C
     # must-keep units verbatim
     out_by_id = {u.id: u for u in result.units}
     for u in units:
-        if u.extra["category"] in comp.config.protected:
+        if u.extra["category"] in comp.config.protected and not overflow:
             assert out_by_id.get(u.id) == u, f"must-keep unit {u.id} changed or dropped"
     # one record per input unit; each names a unit of the output unless dropped
     assert [r.id for r in result.records] == [u.id for u in units]
@@ -191,6 +192,20 @@ def test_invariants_on_generated_transcripts(units: list[Unit], share: float) ->
     check_invariants(units, max(1, int(total * share)))
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    units=transcripts(),
+    share=hs.floats(0.01, 1.2),
+    policy=hs.sampled_from(["summarize_largest", "truncate_oldest"]),
+)
+def test_invariants_under_an_overflow_policy(units: list[Unit], share: float, policy: str) -> None:
+    comp = SemanticCompressor(
+        classifier=object(), config=CompressorConfig(on_must_keep_overflow=policy)
+    )
+    total = sum(unit_tokens(u, comp.counter) for u in units)
+    check_invariants(units, max(1, int(total * share)), comp)
+
+
 @pytest.mark.parametrize("name", FORMATS)
 def test_real_excerpt_at_30_percent(name: str) -> None:
     units = REAL[name]
@@ -252,6 +267,39 @@ def test_truncate_oldest_policy_drops_the_oldest_must_keep() -> None:
     result = comp.compress(units, 3 * one)
     assert [u.id for u in result.units] == ["s:3", "s:4", "s:5"]
     assert [r.action for r in result.records[:3]] == ["dropped"] * 3
+
+
+def test_summarize_largest_policy_keeps_the_many_short_must_keep() -> None:
+    comp = SemanticCompressor(
+        classifier=object(), config=CompressorConfig(on_must_keep_overflow="summarize_largest")
+    )
+    spec = "\n".join(f"Requirement {i}: the exporter must handle case {i}." for i in range(80))
+    units = [
+        unit(0, "requirement", spec, "user"),
+        *(unit(i, "decision", f"Decision {i}: use approach {i}.") for i in range(1, 6)),
+    ]
+    short = sum(unit_tokens(u, comp.counter) for u in units[1:])
+    result = comp.compress(units, short + 120)
+    assert result.fits
+    assert [r.action for r in result.records] == ["summarized"] + ["kept"] * 5
+    assert result.units[1:] == units[1:]
+    assert "Requirement 0" in result.units[0].text  # a summary of it, not a placeholder
+
+
+def test_losses_fall_on_the_least_likely_must_keep_first() -> None:
+    """Two explanations the classifier is unsure of: the newer one, less likely must-keep,
+    goes before the older one, although losses otherwise start with the oldest."""
+    body = "The retry loop in client.go backs off too little, so the server sheds the load. "
+    units = [
+        unit(0, "requirement", "Fix the flaky retry test.", "user"),
+        unit(1, "explanation", body * 4),
+        unit(2, "explanation", body.replace("retry", "cache") * 4),
+    ]
+    units[1].extra["scores"] = {"explanation": 0.75, "decision": 0.25}
+    units[2].extra["scores"] = {"explanation": 0.99, "decision": 0.01}
+    total = sum(unit_tokens(u, COMPRESSOR.counter) for u in units)
+    result = COMPRESSOR.compress(units, total - 10)
+    assert [r.action for r in result.records] == ["kept", "kept", "summarized"]
 
 
 def test_strategies_are_configurable() -> None:

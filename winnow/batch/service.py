@@ -53,8 +53,10 @@ class ConversationIn(BaseModel):
 
 class CompressIn(ConversationIn):
     token_limit: int = Field(..., gt=0, description="the compressed conversation's token budget")
-    on_must_keep_overflow: Literal["error", "truncate_oldest"] = Field(
-        "error", description="when must-keep units alone exceed the limit: 422, or drop the oldest"
+    on_must_keep_overflow: Literal["error", "summarize_largest", "truncate_oldest"] = Field(
+        "error",
+        description="when must-keep units alone exceed the limit: 422, summarize the largest "
+        "of them first, or drop the oldest",
     )
 
 
@@ -173,7 +175,7 @@ def render(units: list[Unit], fmt: Format, body: ConversationIn) -> dict[str, An
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The FastAPI app; loads the model once (ValueError when it cannot)."""
     from winnow.serving.classifier import ImportanceClassifier
-    from winnow.serving.compressor import CompressorConfig, SemanticCompressor
+    from winnow.serving.compressor import OVERFLOW_POLICIES, CompressorConfig, SemanticCompressor
 
     config = config or ServiceConfig()
     classifier = ImportanceClassifier.load(config.model, threads=config.threads)
@@ -181,7 +183,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         policy: SemanticCompressor(
             classifier, config=CompressorConfig(on_must_keep_overflow=policy)
         )
-        for policy in ("error", "truncate_oldest")
+        for policy in OVERFLOW_POLICIES
     }
     app = FastAPI(
         title="winnow",

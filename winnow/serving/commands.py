@@ -45,8 +45,9 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--on-overflow",
         default="error",
-        choices=("error", "truncate_oldest"),
-        help="when the must-keep units alone exceed the limit (default: %(default)s)",
+        choices=("error", "summarize_largest", "truncate_oldest"),  # compressor.OVERFLOW_POLICIES
+        help="when the must-keep units alone exceed the limit: fail, summarize the largest "
+        "of them first, or drop the oldest (default: %(default)s)",
     )
 
 
@@ -121,7 +122,7 @@ def _run_compress(args: argparse.Namespace) -> int:
         except MustKeepOverflow as e:
             return _fail(
                 f"session {sid}: the must-keep units alone need {e.needed:,} tokens, over the "
-                f"limit of {e.limit:,} (raise --limit, or pass --on-overflow truncate_oldest)"
+                f"limit of {e.limit:,} (raise --limit, or pass --on-overflow summarize_largest)"
             )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))

@@ -4,14 +4,16 @@
     result = compressor.compress(units, token_limit=20_000)
     result.units, result.tokens_before, result.tokens_after, result.records
 
-It does only as much as the limit needs, in tiers, cheapest loss first, oldest units first
-within a tier: (1) each category's strategy (TAXONOMY.md), least important category first;
-(2) runs of consecutive same-category units merged into one summary; (3) the remaining
-units that are not must-keep dropped; (4) the soft must-keep units (those the classifier
-gives the must-keep categories at least `protect_threshold` together), least likely first.
+It does only as much as the limit needs, in tiers, cheapest loss first: (1) each category's
+strategy (TAXONOMY.md), least important category first; (2) runs of consecutive
+same-category units merged into one summary, oldest first; (3) the remaining units that are
+not must-keep dropped; (4) the soft must-keep units (those the classifier gives the must-keep
+categories at least `protect_threshold` together) dropped. Within tiers 1, 3 and 4 the
+units the classifier finds least likely to be must-keep go first (in steps of 5%), oldest
+first among equals: a misjudged decision outlives the tool logs around it.
 Must-keep units (strategy `verbatim`) are never changed: when they alone exceed the limit it
-raises `MustKeepOverflow`, or drops the oldest of them when
-`on_must_keep_overflow="truncate_oldest"`. A tool call and its result are kept, replaced or
+raises `MustKeepOverflow`, or follows `on_must_keep_overflow` ("summarize_largest",
+"truncate_oldest"). A tool call and its result are kept, replaced or
 dropped together, so the result is always valid for the provider APIs. Records name what
 happened to each input unit: kept, restructured, summarized, noted (a one-line note or a
 pair's stand-in), merged or dropped.
@@ -34,7 +36,7 @@ from winnow.serving.tokens import TokenCounter, default_token_counter, unit_toke
 log = logging.getLogger(__name__)
 
 ACTIONS = ("kept", "restructured", "summarized", "noted", "merged", "dropped")
-OVERFLOW_POLICIES = ("error", "truncate_oldest")
+OVERFLOW_POLICIES = ("error", "summarize_largest", "truncate_oldest")
 
 
 class MustKeepOverflow(ValueError):
@@ -53,7 +55,11 @@ class CompressorConfig:
     """How hard each category is compressed, and what happens when must-keep units overflow."""
 
     strategies: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_STRATEGIES))
-    on_must_keep_overflow: str = "error"  # or "truncate_oldest"
+    # When the must-keep units alone exceed the limit: "error" raises MustKeepOverflow;
+    # "summarize_largest" summarizes must-keep units, largest first (one long pasted spec
+    # condensed saves many short decisions), then drops the oldest units if still over;
+    # "truncate_oldest" drops the oldest units.
+    on_must_keep_overflow: str = "error"
     summary_ratio: float = 0.25  # a summarized unit keeps about this share of its tokens...
     min_summary_tokens: int = 48  # ...but at least this many: shorter units are left alone
     max_summary_tokens: int = 400
@@ -148,7 +154,7 @@ class SemanticCompressor:
 
     def must_keep(self, units: Sequence[Unit]) -> list[bool]:
         """Which units are kept verbatim whatever the limit (see `CompressorConfig.protect_threshold`)."""
-        return [self._keep(c, sc) > 0 for c, sc in self._labels(units)]
+        return [self._protected(self._keep(c, sc)) for c, sc in self._labels(units)]
 
     def _labels(self, units: Sequence[Unit]) -> list[tuple[str, dict[str, float] | None]]:
         """(category, scores or None) per unit: the unit's own, else the classifier's."""
@@ -165,16 +171,18 @@ class SemanticCompressor:
         return out
 
     def _keep(self, category: str, scores: dict[str, float] | None) -> float:
-        """1 for a must-keep category; the must-keep probability when the scores reach
-        `protect_threshold` (a soft must-keep); else 0."""
+        """How likely the unit is must-keep: 1 for a must-keep category, else the classifier's
+        must-keep probability (0 without scores)."""
         protected = self.config.protected
         if category in protected:
             return 1.0
-        t = self.config.protect_threshold
-        if t is None or not scores:
+        if not scores:
             return 0.0
-        p = min(sum(scores.get(c, 0.0) for c in protected), 0.999)  # 1 is for sure must-keep
-        return p if p >= t else 0.0
+        return min(sum(scores.get(c, 0.0) for c in protected), 0.999)  # 1 is for sure must-keep
+
+    def _protected(self, keep: float) -> bool:
+        t = self.config.protect_threshold
+        return keep >= 1.0 or (t is not None and keep >= t)
 
     def compress(
         self, units: Iterable[Unit | dict], token_limit: int | None = None, *, eager: bool = False
@@ -231,7 +239,7 @@ class _Slot:
     placeholder: bool = False  # a stand-in that only keeps a tool pair whole
     tried: bool = False  # its category's strategy has been applied
     soft: bool = False  # protected by the classifier's must-keep probability only
-    keep_p: float = 0.0  # that probability (1 for a must-keep category)
+    keep_p: float = 0.0  # its must-keep probability (1 for a must-keep category)
     into: str | None = None  # merged: the id of the unit it went into
     members: list[int] = field(default_factory=list)  # merged group head: the other members
 
@@ -253,7 +261,10 @@ class _Plan:
                 u = dataclasses.replace(u, extra={**u.extra, "category": c})
             n = unit_tokens(u, comp.counter)
             keep = comp._keep(c, scores)
-            self.slots.append(_Slot(u, c, keep > 0, n, u, n, soft=0 < keep < 1, keep_p=keep))
+            protected = comp._protected(keep)
+            self.slots.append(
+                _Slot(u, c, protected, n, u, n, soft=protected and keep < 1, keep_p=keep)
+            )
         self.total = sum(s.tokens for s in self.slots)
         self.partner = pair_links(units)
 
@@ -265,8 +276,11 @@ class _Plan:
                 return
         if self.total <= limit:
             return
-        if self.config.on_must_keep_overflow == "error":
+        policy = self.config.on_must_keep_overflow
+        if policy == "error":
             raise MustKeepOverflow(self.total, limit)
+        if policy == "summarize_largest" and self.summarize_largest(limit):
+            return
         for i, s in enumerate(self.slots):  # truncate_oldest: the last resort, recorded as dropped
             if s.out is not None:
                 self._drop(i, force=True)
@@ -279,7 +293,8 @@ class _Plan:
             strategy = self.config.strategies[cat]
             if strategy == "verbatim":
                 continue
-            for i, s in enumerate(self.slots):
+            for i in self._loss_order():
+                s = self.slots[i]
                 if s.category != cat or s.out is None or s.action != "kept" or s.tried:
                     continue
                 if s.protected:  # kept verbatim on the classifier's must-keep probability
@@ -303,24 +318,45 @@ class _Plan:
         return False
 
     def drop_soft(self, limit: int) -> bool:
-        """Soft must-keep units, least likely must-keep first: before any sure one is lost."""
-        order = sorted(
-            (s.keep_p, i) for i, s in enumerate(self.slots) if s.soft and s.out is not None
-        )
-        for _p, i in order:
-            if self.slots[i].out is not None and not self.slots[i].placeholder:
+        """Soft must-keep units: before any sure one is lost."""
+        for i in self._loss_order():
+            s = self.slots[i]
+            if s.soft and s.out is not None and not s.placeholder:
                 self._drop(i)
                 if self.total <= limit:
                     return True
         return self.total <= limit
 
     def drop_unprotected(self, limit: int) -> bool:
-        for i, s in enumerate(self.slots):
+        for i in self._loss_order():
+            s = self.slots[i]
             if s.out is not None and not s.protected and not s.placeholder:
                 self._drop(i)
                 if self.total <= limit:
                     return True
         return self.total <= limit
+
+    def summarize_largest(self, limit: int) -> bool:
+        """Overflow: summarize the must-keep units still verbatim, largest first."""
+        order = sorted(
+            (i for i, s in enumerate(self.slots) if s.out is not None and s.action == "kept"),
+            key=lambda i: -self.slots[i].tokens,
+        )
+        for i in order:
+            s = self.slots[i]
+            if s.unit.kind == "tool_call" or s.category == "code":  # keeps its JSON / structure
+                self._apply(i, "preserve_structure")
+            else:  # as hard as the limit needs, down to a minimal summary
+                self._summarize(
+                    i, max(self.config.min_summary_tokens, s.tokens - (self.total - limit))
+                )
+            if self.total <= limit:
+                return True
+        return False
+
+    def _loss_order(self) -> list[int]:
+        """Slot indices, the least likely must-keep first (5% steps), oldest first among equals."""
+        return sorted(range(len(self.slots)), key=lambda i: (int(self.slots[i].keep_p * 20), i))
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -347,11 +383,16 @@ class _Plan:
             )
             if excess is not None:
                 target = max(target, s.tokens - excess)
-            if s.tokens > target:
-                text = self.comp.summarizer.summarize(
-                    u.text, target - (s.tokens - self._count(u.text))
-                )
-                self._set(i, text, "summarized", "summarize")
+            self._summarize(i, target)
+
+    def _summarize(self, i: int, target: int) -> None:
+        """Summarize slot i's text down to about `target` tokens (the unit's, all told)."""
+        s = self.slots[i]
+        if s.tokens > target:
+            text = self.comp.summarizer.summarize(
+                s.unit.text, target - (s.tokens - self._count(s.unit.text))
+            )
+            self._set(i, text, "summarized", "summarize")
 
     def _set(
         self, i: int, text: str, action: str, strategy: str, placeholder: bool = False
