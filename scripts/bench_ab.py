@@ -290,7 +290,7 @@ def cache_reuse(
     comp = SemanticCompressor(
         classifier=object(),
         token_counter=counter,
-        config=CompressorConfig(on_must_keep_overflow="truncate_oldest"),
+        config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
     )
     cac = CacheAwareCompressor(comp, CacheConfig())
     longest = sorted(sessions, key=len, reverse=True)[:n_sessions]
@@ -375,7 +375,7 @@ def main() -> int:
     category_source = categorize(sessions)
     table_budgets = [float(b) for b in args.budgets.split(",")]
     budgets = sorted(set(CURVE) | set(table_budgets))
-    config = CompressorConfig(on_must_keep_overflow="truncate_oldest")
+    config = CompressorConfig(on_must_keep_overflow="summarize_largest")
     if args.protect_threshold is not None:
         config.protect_threshold = args.protect_threshold if args.protect_threshold > 0 else None
     category_source += f"; soft must-keep threshold {config.protect_threshold}"

@@ -302,6 +302,22 @@ def test_losses_fall_on_the_least_likely_must_keep_first() -> None:
     assert [r.action for r in result.records] == ["kept", "kept", "summarized"]
 
 
+def test_losses_the_limit_did_not_need_are_undone() -> None:
+    """Dropping the short note did not free enough, dropping the long one freed far more:
+    the short one comes back."""
+    units = [
+        unit(0, "requirement", "Fix the flaky retry test.", "user"),
+        unit(1, "status", "Let me look at the tests."),
+        unit(2, "status", "Now I'll run the whole suite and read every log. " * 30),
+    ]
+    units[1].extra["scores"] = {"status": 0.95, "decision": 0.05}
+    units[2].extra["scores"] = {"status": 0.9, "decision": 0.1}
+    total = sum(unit_tokens(u, COMPRESSOR.counter) for u in units)
+    result = COMPRESSOR.compress(units, total - 50)
+    assert [r.action for r in result.records] == ["kept", "kept", "dropped"]
+    assert COMPRESSOR.compress(units, total - 50, eager=True).records[1].action == "dropped"
+
+
 def test_strategies_are_configurable() -> None:
     comp = SemanticCompressor(classifier=object(), strategies={"tool_output": "drop"})
     assert comp.config.strategies["tool_output"] == "drop"
@@ -446,7 +462,8 @@ def test_phase_boundary_becomes_a_note() -> None:
 
 def test_a_likely_must_keep_unit_is_protected() -> None:
     """The classifier's top category is status, but it gives the must-keep categories 0.35:
-    kept verbatim under the default threshold (0.3), dropped when only the top category counts."""
+    kept verbatim under the default threshold (0.3), not protected when only the top category
+    counts."""
     from dataclasses import dataclass
 
     @dataclass
@@ -483,7 +500,7 @@ def test_a_likely_must_keep_unit_is_protected() -> None:
     assert [r.action for r in out.records][:2] == ["kept", "kept"]
     assert SemanticCompressor(classifier=Stub()).must_keep(units) == [True, True, False]
     strict = SemanticCompressor(classifier=Stub(), config=CompressorConfig(protect_threshold=None))
-    assert strict.compress(units, limit).records[1].action == "dropped"
+    assert strict.must_keep(units) == [True, False, False]
     # a limit only the sure must-keep unit fits: the likely one goes first, without an error
     tight = SemanticCompressor(classifier=Stub()).compress(
         units, unit_tokens(units[0], COMPRESSOR.counter)

@@ -16,7 +16,8 @@ raises `MustKeepOverflow`, or follows `on_must_keep_overflow` ("summarize_larges
 "truncate_oldest"). A tool call and its result are kept, replaced or
 dropped together, so the result is always valid for the provider APIs. Records name what
 happened to each input unit: kept, restructured, summarized, noted (a one-line note or a
-pair's stand-in), merged or dropped.
+pair's stand-in), merged or dropped. Losses the limit turned out not to need are undone at
+the end, the likeliest must-keep units first.
 """
 
 from __future__ import annotations
@@ -202,6 +203,8 @@ class SemanticCompressor:
             if protected > token_limit and self.config.on_must_keep_overflow == "error":
                 raise MustKeepOverflow(protected, token_limit)
             plan.fit(token_limit)
+            if not eager:
+                plan.refill(token_limit)
         return plan.result(token_limit)
 
 
@@ -353,6 +356,21 @@ class _Plan:
             if self.total <= limit:
                 return True
         return False
+
+    def refill(self, limit: int) -> None:
+        """Undo losses the limit turned out not to need (a tier stops at the unit that brings
+        the total under the limit, which can free far more than needed): the units most likely
+        must-keep first, newest first among equals, each back verbatim if it still fits.
+        Merged units stay merged; a dropped tool unit stays dropped with its partner."""
+        for i in reversed(self._loss_order()):
+            s = self.slots[i]
+            if s.action == "kept" or s.into is not None:  # verbatim, or inside a summary
+                continue
+            if s.out is None and i in self.partner:  # its pair went as a whole
+                continue
+            if s.tokens_before - s.tokens <= limit - self.total:
+                self.total += s.tokens_before - s.tokens
+                s.out, s.tokens, s.action, s.placeholder = s.unit, s.tokens_before, "kept", False
 
     def _loss_order(self) -> list[int]:
         """Slot indices, the least likely must-keep first (5% steps), oldest first among equals."""
