@@ -108,12 +108,13 @@ def load_gold(labels_dir: Path) -> dict[str, str]:
     return gold
 
 
-def categorize(sessions: list[list[Unit]]) -> str:
-    """Put the compressor's category on every unit: the shipped classifier, else the labeller."""
+def categorize(sessions: list[list[Unit]], model: Path | None = None) -> str:
+    """Put the compressor's category on every unit: the classifier (default: the shipped one),
+    else the labeller."""
     try:
         from winnow.serving.classifier import ImportanceClassifier
 
-        clf = ImportanceClassifier.load()
+        clf = ImportanceClassifier.load(model)
         name = f"shipped classifier ({type(clf).__name__})"
         predict = clf.predict
     except Exception as e:  # noqa: BLE001 - no model installed: say so and fall back
@@ -352,6 +353,9 @@ def main() -> int:
         type=float,
         help="CompressorConfig.protect_threshold for winnow (0: off; default: the library's)",
     )
+    ap.add_argument(
+        "--model", type=Path, help="classifier model directory (default: the shipped one)"
+    )
     args = ap.parse_args()
     if not args.traces.is_dir():
         print(f"bench_ab: {args.traces}: no such folder (the real traces live in ../shared/traces)")
@@ -372,7 +376,7 @@ def main() -> int:
         gold_source = (
             "NO hand labels found: the heuristic labeller's must-keep (not a true gold set)"
         )
-    category_source = categorize(sessions)
+    category_source = categorize(sessions, args.model)
     table_budgets = [float(b) for b in args.budgets.split(",")]
     budgets = sorted(set(CURVE) | set(table_budgets))
     config = CompressorConfig(on_must_keep_overflow="summarize_largest")

@@ -4,8 +4,9 @@ Round 1 (default) is stratified by source (trace folder + format) and kind, so t
 source and kind is represented. Round 2 (`--enrich labeled.parquet --exclude gold.jsonl`)
 draws the units the categories are hardest on: what the heuristic labeller calls a rare
 category (constraint, architecture, acknowledgment) or a confusable one (decision,
-explanation), plus user text. Both cut the sample into annotator slices with a blind overlap
-that is labelled twice.
+explanation), plus user text. Round 4 (`--uncertain MODEL`) draws the units a trained
+classifier is unsure are must-keep (active learning). All cut the sample into annotator
+slices with a blind overlap that is labelled twice.
 
     python scripts/sample_for_labels.py ../shared/traces -o /tmp/annotation --annotators 4
 """
@@ -106,6 +107,32 @@ def enriched(
     return [units[i] for i in picked]
 
 
+def uncertain(
+    units: dict,
+    model: Path,
+    exclude: set[str],
+    band: tuple[float, float],
+    skip_sessions: frozenset[str] = frozenset(),
+    text_only: bool = False,
+) -> list:
+    """Units the classifier is unsure are must-keep: its must-keep probability in `band`."""
+    from winnow.data.schema import MUST_KEEP
+    from winnow.serving.classifier import ImportanceClassifier
+
+    clf = ImportanceClassifier.load(model)
+    every = list(units.values())  # in session order: the classifier reads neighbours
+    probs = clf.predict_proba(every)
+    must = [clf.labels.index(c) for c in sorted(MUST_KEEP)]
+    return [
+        u
+        for u, p in zip(every, probs[:, must].sum(1).tolist())
+        if band[0] <= p <= band[1]
+        and u.id not in exclude
+        and u.session_id not in skip_sessions
+        and (not text_only or (u.kind in ("text", "thinking") and u.role != "system"))
+    ]
+
+
 def write_slices(picked: list, context: dict, out: Path, n: int, overlap: int, rng) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     rng.shuffle(picked)
@@ -140,6 +167,12 @@ def main() -> None:
     ap.add_argument("--user-text", type=int, default=ENRICH_USER_TEXT)
     ap.add_argument("--text-only", action="store_true", help="only text and thinking units")
     ap.add_argument(
+        "--uncertain", type=Path, help="a model directory: draw the units it is unsure of"
+    )
+    ap.add_argument(
+        "--band", default="0.1,0.7", help="must-keep probability band of --uncertain units"
+    )
+    ap.add_argument(
         "--skip-test-of",
         type=Path,
         help="split.json of a data set: draw no unit of its test sessions",
@@ -147,16 +180,17 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(args.seed)
     units, context = load(args.traces)
-    if args.enrich:
-        done = {json.loads(line)["id"] for line in open(args.exclude)} if args.exclude else set()
+    done = {json.loads(line)["id"] for line in open(args.exclude)} if args.exclude else set()
+    skip = frozenset()
+    if args.skip_test_of:
+        skip = frozenset(json.loads(args.skip_test_of.read_text())["splits"]["test"]["session_ids"])
+    if args.uncertain:
+        lo, hi = (float(x) for x in args.band.split(","))
+        picked = uncertain(units, args.uncertain, done, (lo, hi), skip, args.text_only)
+    elif args.enrich:
         quota = dict(ENRICH)
         if args.quota:
             quota = {k: int(v) for k, v in (kv.split("=") for kv in args.quota.split(","))}
-        skip = frozenset()
-        if args.skip_test_of:
-            skip = frozenset(
-                json.loads(args.skip_test_of.read_text())["splits"]["test"]["session_ids"]
-            )
         picked = enriched(
             units, args.enrich, done, rng, quota, args.user_text, skip, args.text_only
         )
