@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -165,3 +166,39 @@ def test_training_and_serving_compute_identical_inputs(rows, tmp_path):
     assert serve.encoder.encode(rows) == train_side.ids
     one = [serve.encoder.encode_one(r)[0].tolist() for r in rows]
     assert one == train_side.ids
+
+
+def test_batch_equals_unit_by_unit(rows):
+    contexts = session_context(rows)
+    one = np.stack([unit_features(r, c) for r, c in zip(rows, contexts)])
+    np.testing.assert_array_equal(batch_features(rows), one)
+    out = np.zeros((len(rows), N_FEATURES), np.float32)
+    for i, (r, c) in enumerate(zip(rows, contexts)):
+        unit_features(r, c, out[i])
+    np.testing.assert_array_equal(out, one)
+
+
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("The ROOT\u00a0CAUSE is the cache.", {"cue=decision_phrase"}),  # any whitespace splits
+        ("the root\x1ccause is here", {"cue=decision_phrase"}),  # \x1c is whitespace to str
+        ("cause the root", {"cue=decision_phrase"}),  # a phrase is its words, in any order
+        ("root", set()),
+        ("O\u212a", {"cue=ack", "cue=ack_word"}),  # KELVIN SIGN lower-cases to k
+        ("see a/b.py and \u2028done", {"cue=path_ext", "cue=slash", "cue=status_word"}),
+        ("lone \ud800 error", {"cue=error_word"}),
+        ("Exit code: 1\n@@ -1 +1 @@", {"cue=diff", "cue=exit_nonzero"}),
+    ],
+)
+def test_word_and_mark_cues(text, want):
+    f = named(unit_features({"role": "user", "kind": "text", "text": text}))
+    assert {n for n in f if n.startswith("cue=")} == want
+
+
+def test_fixture_features_are_pinned(rows):
+    """Which features of the fixture sessions are set is part of FEATURE_VERSION 3: change it
+    only with a new version (and a retrained model)."""
+    f = batch_features(rows)
+    digest = hashlib.sha256(np.packbits(f == 1.0).tobytes()).hexdigest()
+    assert digest == "6eaf7099b3b7b627b394478e82034163391325f6be1325d3ad2d4deb1e8ab682"

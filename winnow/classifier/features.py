@@ -2,10 +2,12 @@
 
 Numpy and the standard library only, so that training and the torch-free serving path call
 the very same code. Cost matters (it runs once per unit at serve time): the clipped text
-(`clip_text`) is lower-cased and split into a word set once, and every cue is a set
-intersection, a substring test or one of the anchored `winnow.data.cues` matchers, which
-stop after a few characters. The open-ended cue regexes of `winnow.data.cues` cost
-0.1-0.4 ms each on a 1 kB unit, so they are not used here.
+(`clip_text`) is lower-cased and split into words once, the words are intersected with the
+cue vocabulary once, and every other cue is a substring test or one of the anchored
+`winnow.data.cues` matchers, which stop after a few characters. The open-ended cue regexes
+of `winnow.data.cues` cost 0.1-0.4 ms each on a 1 kB unit, so they are not used here. A
+unit's features are gathered as a list of the indices that are 1.0 and six real values,
+then written into the numpy row.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import string
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -106,8 +109,14 @@ _ANCHORED = {
 }
 _WORD_SETS = {k: frozenset(v.split()) for k, v in _WORDS.items()}
 _PHRASE_SETS = {k: tuple(frozenset(p.split()) for p in v) for k, v in _PHRASES.items()}
-_SPLIT = str.maketrans({c: " " for c in string.punctuation if c not in "'_"})
-_CODE_CHARS = "{;=("
+_CODE_CHARS = b"{;=("  # counted in the UTF-8 bytes: ASCII, so one byte per character
+# Words are split at whitespace and at punctuation other than ' and _ ("don't" and
+# "snake_case" stay whole). The split runs on UTF-8 bytes, where it is one byte translate
+# (ASCII bytes never occur inside a multi-byte character); bytes.split() does not cut at
+# \x1c-\x1f or at non-ASCII whitespace as str.split() does, so those become spaces first.
+_CUTS = ("".join(c for c in string.punctuation if c not in "'_") + "\x1c\x1d\x1e\x1f").encode()
+_BYTE_SPLIT = bytes.maketrans(_CUTS, b" " * len(_CUTS))
+_WIDE_SPACE = re.compile(r"[^\S\x00-\x7f]")
 
 CUES = (
     *_WORD_SETS,
@@ -153,6 +162,62 @@ _EXT = frozenset(
     "jsonl ipynb".split()
 )
 
+# Index tables, so that setting a feature is a list append.
+_ROLE_AT = {r: _AT[f"role={r}"] for r in ROLES}
+_KIND_AT = {k: _AT[f"kind={k}"] for k in KINDS}
+_TOOL_AT = {b: _AT[f"tool={b}"] for b in TOOL_BUCKETS}
+# A neighbour's kinds, role=user and question features (the next unit's question is unused).
+_PREV_AT = ({k: _AT[f"prev_kind={k}"] for k in KINDS}, _AT["prev_role=user"], _AT["prev_question"])
+_NEXT_AT = ({k: _AT[f"next_kind={k}"] for k in KINDS}, _AT["next_role=user"], None)
+_REAL = ("log_chars", "log_lines", "rel_position", "log_index", "code_char_ratio", "indent_ratio")
+_REAL_AT = [_AT[n] for n in _REAL]
+
+
+def _word_table() -> dict[bytes, tuple[list[int], list[tuple[frozenset[bytes], int]]]]:
+    """Each cue word (UTF-8) -> the word cues it sets and the phrases to check when it is
+    found. A phrase is checked under its longest word: without that word it cannot hold."""
+    table: dict[bytes, tuple[list[int], list[tuple[frozenset[bytes], int]]]] = {}
+    for name, words in (*_WORD_SETS.items(), ("path_ext", _EXT)):
+        for w in words:
+            table.setdefault(w.encode(), ([], []))[0].append(_CUE_AT[name])
+    for name, phrases in _PHRASE_SETS.items():
+        for p in phrases:
+            need = frozenset(w.encode() for w in p)
+            for w in need:
+                table.setdefault(w, ([], []))
+            table[max(p, key=len).encode()][1].append((need, _CUE_AT[name]))
+    return table
+
+
+_CUE_WORDS = _word_table()
+# Substring cues of the lower-cased clipped text, in groups behind a cheaper test that
+# each member implies: one of its rarer characters (a memchr) or its first word. Most texts
+# fail most tests.
+_SUBSTRINGS = {
+    **_MARKS,
+    "slash": ("/", "\\"),
+    "question": ("?\n",),
+    "compact_request": ("summary of the conversation", "summarize the conversation"),
+}
+_RARE = "@+`<>=?_\\/:-"  # rarest first
+
+
+def _substring_groups() -> list[tuple[str, list[tuple[str, int]]]]:
+    def gate(s: str) -> str:
+        words = s.split()
+        first = words[0] if len(words) > 1 else ""
+        return next((c for c in _RARE if c in s), first) if len(s) > 1 else ""
+
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for name, subs in _SUBSTRINGS.items():
+        for s in subs:
+            groups.setdefault(gate(s), []).append((s, _CUE_AT[name]))
+    return list(groups.items())
+
+
+_SUBSTRING_GROUPS = _substring_groups()
+_ANCHORED_AT = [(fn, _CUE_AT[name]) for name, fn in _ANCHORED.items()]
+
 
 def clip_text(text: str, head: int = CLIP_HEAD, tail: int = CLIP_TAIL) -> str:
     """The first `head` and last `tail` characters of a long text, joined by a newline."""
@@ -196,18 +261,19 @@ class Context(NamedTuple):
     next: Unit | dict[str, Any] | None = None
 
 
-def _neighbour(v: np.ndarray, u: Unit | dict[str, Any], side: str) -> None:
+def _neighbour(hot: list[int], u: Unit | dict[str, Any], side: tuple) -> None:
+    kinds, user, question = side
     role, kind, text = (
         (u.get("role"), u.get("kind"), u.get("text") or "")
         if isinstance(u, dict)
         else (u.role, u.kind, u.text or "")
     )
     if kind in KINDS:
-        v[_AT[f"{side}_kind={kind}"]] = 1.0
+        hot.append(kinds[kind])
     if role == "user":
-        v[_AT[f"{side}_role=user"]] = 1.0
-    if side == "prev" and text[-300:].rstrip().endswith("?"):
-        v[_AT["prev_question"]] = 1.0
+        hot.append(user)
+    if question is not None and text[-300:].rstrip().endswith("?"):
+        hot.append(question)
 
 
 def _fields(u: Unit | dict[str, Any]) -> tuple:
@@ -217,78 +283,89 @@ def _fields(u: Unit | dict[str, Any]) -> tuple:
     return u.role, u.kind, u.text or "", u.tool_name, u.is_error, u.index
 
 
+def _row(unit: Unit | dict[str, Any], context: Context | None, hot: list[int]) -> tuple:
+    """Append the indices of the unit's 1.0 features to `hot`; return its `_REAL` values."""
+    role, kind, text, tool, is_error, index = _fields(unit)
+    index = int(index or 0)
+    n = max(int(context.session_len or 0) if context else 0, index + 1)
+    if context:
+        if context.prev is not None:
+            _neighbour(hot, context.prev, _PREV_AT)
+        if context.next is not None:
+            _neighbour(hot, context.next, _NEXT_AT)
+    if role in ROLES:
+        hot.append(_ROLE_AT[role])
+    if kind in KINDS:
+        hot.append(_KIND_AT[kind])
+    hot.append(_TOOL_AT[tool_bucket(tool)])
+    if is_error:
+        hot.append(_AT["is_error"])
+    chars = len(text)
+    hot.append(_LEN0 + bisect_left(LENGTH_EDGES, chars))
+    if index == 0:
+        hot.append(_AT["first_in_session"])
+    if index == n - 1:
+        hot.append(_AT["last_in_session"])
+    return (
+        math.log1p(chars) / 12.0,
+        math.log1p(text.count("\n")) / 8.0,
+        index / (n - 1) if n > 1 else 0.0,
+        math.log1p(index) / 8.0,
+        *_text_cues(clip_text(text), role, hot),
+    )
+
+
+def _text_cues(clipped: str, role: Any, hot: list[int]) -> tuple[float, float]:
+    """Append the cues of a clipped text to `hot`; return its code-char and indent ratios."""
+    stripped = clipped.strip()
+    if not stripped:
+        hot.append(_AT["empty"])
+        return 0.0, 0.0
+    low = clipped.lower()
+    raw = low.encode("utf-8", "surrogatepass")
+    code_chars = len(raw) - len(raw.translate(None, _CODE_CHARS))
+    code_ratio = min(1.0, 10.0 * code_chars / len(low))
+    indent_ratio = min(1.0, low.count("\n  ") / (low.count("\n") + 1))
+    if not low.isascii():
+        raw = _WIDE_SPACE.sub(" ", low).encode("utf-8", "surrogatepass")
+    found = _CUE_WORDS.keys() & raw.translate(_BYTE_SPLIT).split()
+    for w in found:
+        word_cues, phrases = _CUE_WORDS[w]
+        hot += word_cues
+        for need, i in phrases:
+            if need <= found:
+                hot.append(i)
+    for gate, subs in _SUBSTRING_GROUPS:
+        if gate in low:
+            hot += [i for sub, i in subs if sub in low]
+    hot += [i for fn, i in _ANCHORED_AT if fn(stripped)]
+    if stripped.endswith("?"):
+        hot.append(_CUE_AT["question"])
+    if "<command-" in low or "<local-command" in low:
+        hot.append(_CUE_AT["wrapper"])
+        cmd = cues.slash_command(clipped)
+        if cmd and cues.is_housekeeping_command(cmd[0]):
+            hot.append(_CUE_AT["housekeeping"])
+    if role == "user" and ("being continued from a previous" in low[:300] or "<summary>" in low):
+        hot.append(_CUE_AT["compact_summary"])
+    return code_ratio, indent_ratio
+
+
 def unit_features(
     unit: Unit | dict[str, Any], context: Context | None = None, out: np.ndarray | None = None
 ) -> np.ndarray:
     """The feature vector (FEATURE_NAMES order) of one unit.
 
     Without a `context` the unit is taken as the latest of its session, as in live use:
-    session length index + 1, no next unit.
+    session length index + 1, no next unit. `out`, if given, must arrive zeroed.
     """
-    role, kind, text, tool, is_error, index = _fields(unit)
-    index = int(index or 0)
-    ctx = context or Context()
-    n = max(int(ctx.session_len or 0), index + 1)
-    # Only non-zero entries are written: `out` must arrive zeroed.
     v = np.zeros(N_FEATURES, np.float32) if out is None else out
-    if ctx.prev is not None:
-        _neighbour(v, ctx.prev, "prev")
-    if ctx.next is not None:
-        _neighbour(v, ctx.next, "next")
-    if role in ROLES:
-        v[_AT[f"role={role}"]] = 1.0
-    if kind in KINDS:
-        v[_AT[f"kind={kind}"]] = 1.0
-    v[_AT[f"tool={tool_bucket(tool)}"]] = 1.0
-    if is_error:
-        v[_AT["is_error"]] = 1.0
-    chars = len(text)
-    v[_LEN0 + next((i for i, e in enumerate(LENGTH_EDGES) if chars <= e), len(LENGTH_EDGES))] = 1.0
-    v[_AT["log_chars"]] = math.log1p(chars) / 12.0
-    v[_AT["log_lines"]] = math.log1p(text.count("\n")) / 8.0
-    v[_AT["rel_position"]] = index / (n - 1) if n > 1 else 0.0
-    v[_AT["log_index"]] = math.log1p(index) / 8.0
-    if index == 0:
-        v[_AT["first_in_session"]] = 1.0
-    if index == n - 1:
-        v[_AT["last_in_session"]] = 1.0
-
-    clipped = clip_text(text)
-    stripped = clipped.strip()
-    if not stripped:
-        v[_AT["empty"]] = 1.0
-        return v
-    low = clipped.lower()
-    v[_AT["code_char_ratio"]] = min(1.0, 10.0 * sum(map(low.count, _CODE_CHARS)) / len(low))
-    v[_AT["indent_ratio"]] = min(1.0, low.count("\n  ") / (low.count("\n") + 1))
-    words = set(low.translate(_SPLIT).split())
-    for name, ws in _WORD_SETS.items():
-        if not words.isdisjoint(ws):
-            v[_CUE_AT[name]] = 1.0
-    for name, phrases in _PHRASE_SETS.items():
-        if any(p <= words for p in phrases):
-            v[_CUE_AT[name]] = 1.0
-    for name, marks in _MARKS.items():
-        if any(m in low for m in marks):
-            v[_CUE_AT[name]] = 1.0
-    for name, fn in _ANCHORED.items():
-        if fn(stripped):
-            v[_CUE_AT[name]] = 1.0
-    if not words.isdisjoint(_EXT):
-        v[_CUE_AT["path_ext"]] = 1.0
-    if "/" in low or "\\" in low:
-        v[_CUE_AT["slash"]] = 1.0
-    if stripped.endswith("?") or "?\n" in low:
-        v[_CUE_AT["question"]] = 1.0
-    if "<command-" in low or "<local-command" in low:
-        v[_CUE_AT["wrapper"]] = 1.0
-        cmd = cues.slash_command(clipped)
-        if cmd and cues.is_housekeeping_command(cmd[0]):
-            v[_CUE_AT["housekeeping"]] = 1.0
-    if role == "user" and ("being continued from a previous" in low[:300] or "<summary>" in low):
-        v[_CUE_AT["compact_summary"]] = 1.0
-    if "summary of the conversation" in low or "summarize the conversation" in low:
-        v[_CUE_AT["compact_request"]] = 1.0
+    hot: list[int] = []
+    real = _row(unit, context, hot)
+    for i in hot:
+        v[i] = 1.0
+    for i, x in zip(_REAL_AT, real):
+        v[i] = x
     return v
 
 
@@ -320,8 +397,16 @@ def batch_features(
     """The [len(units), N_FEATURES] float32 matrix; contexts are taken from `units` unless given."""
     contexts = session_context(units) if contexts is None else contexts
     out = np.zeros((len(units), N_FEATURES), np.float32)
-    for i, (u, c) in enumerate(zip(units, contexts)):
-        unit_features(u, c, out[i])
+    hot: list[int] = []
+    per_row: list[int] = []
+    real = []
+    for u, c in zip(units, contexts):
+        start = len(hot)
+        real.append(_row(u, c, hot))
+        per_row.append(len(hot) - start)
+    if real:
+        out[np.repeat(np.arange(len(real)), per_row), hot] = 1.0
+        out[: len(real), _REAL_AT] = real
     return out
 
 

@@ -2,11 +2,18 @@
 role / kind / tool-bucket tokens, and a head + tail cut of long units.
 
 Torch-free: the serving classifier uses exactly this code.
+
+Encoding goes word by word, through a cache. The tokenizer lower-cases, cuts the text into
+`\\w+` and `[^\\w\\s]+` runs and runs BPE inside each run, so no token spans whitespace: a
+text's ids are its whitespace-separated words' ids, one word after another. Transcripts
+repeat their words, and a cached word costs a dict lookup where the tokenizer costs ~1 us a
+token. tests/test_tokenizer.py holds the result to the tokenizer's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import chain, compress, count
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +36,12 @@ PAD_ID = 0
 # over the ~3.5 characters a token covers in transcripts, so a 50 kB tool result costs what
 # a 250-character one does.
 CHARS_PER_TOKEN = 4
+# Words remembered per encoder, ~150 bytes each; a full cache starts afresh.
+WORD_CACHE_SIZE = 1 << 16
+
+# Unseen words per tokenizer call: one call per word costs ~3 us of overhead, one long text
+# slows the tokenizer down (it is quadratic somewhere).
+_WORDS_PER_CALL = 64
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokenizer:
@@ -54,7 +67,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokenizer:
 class UnitEncoder:
     """Encode units as `[role][kind][tool] head-tokens [CUT] tail-tokens`, at most `max_len` ids.
 
-    Thread-safe: the wrapped tokenizer is never reconfigured after construction.
+    Thread-safe: the wrapped tokenizer is never reconfigured after construction; the word
+    caches are dicts that are only added to, or swapped for a new one when full.
     """
 
     def __init__(
@@ -77,6 +91,8 @@ class UnitEncoder:
         self._tail_chars = self._tail * chars_per_token
         self._cut = tokenizer.token_to_id(CUT)
         self._prefix = {t: tokenizer.token_to_id(t) for t in PREFIX_TOKENS}
+        self._by_word = _encodes_word_by_word(tokenizer)
+        self._words: dict[str, tuple[int, ...]] = {}  # word as written -> ids
 
     @classmethod
     def from_file(
@@ -116,7 +132,7 @@ class UnitEncoder:
             )
         else:
             role, kind, tool, text = unit.role, unit.kind, unit.tool_name, unit.text or ""
-        ids = self.tokenizer.encode(self.clip(text), add_special_tokens=False).ids
+        ids = self._ids([self.clip(text)])[0]
         return np.array([[*self._prefix_ids(role, kind, tool), *self._fit(ids)]], dtype=np.int64)
 
     def encode(self, units: Sequence[Unit | dict[str, Any]]) -> list[list[int]]:
@@ -130,8 +146,77 @@ class UnitEncoder:
             else:
                 rows.append(self._prefix_ids(u.role, u.kind, u.tool_name))
                 texts.append(self.clip(u.text or ""))
-        encs = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-        return [[*p, *self._fit(e.ids)] for p, e in zip(rows, encs)]
+        return [[*p, *self._fit(ids)] for p, ids in zip(rows, self._ids(texts))]
+
+    def _ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's `tokenizer.encode(text, add_special_tokens=False).ids`."""
+        out: list[list[int]] = []
+        unseen: dict[int, list[str]] = {}  # texts with a word not in the cache: their words
+        whole: list[int] = []
+        get = self._words.__getitem__
+        for i, text in enumerate(texts):
+            out.append([])
+            if not (self._by_word and _splits_as_tokenizer(text)):
+                whole.append(i)
+                continue
+            words = text.split()
+            try:
+                out[i] = list(chain.from_iterable(map(get, words)))
+            except KeyError:
+                unseen[i] = words
+        if unseen:
+            get = self._learn(unseen.values()).__getitem__
+            for i, words in unseen.items():
+                out[i] = list(chain.from_iterable(map(get, words)))
+        if whole:
+            encs = self.tokenizer.encode_batch_fast(
+                [texts[i] for i in whole], add_special_tokens=False
+            )
+            for i, e in zip(whole, encs):
+                out[i] = e.ids
+        return out
+
+    def _learn(self, word_lists: Iterable[list[str]]) -> dict[str, tuple[int, ...]]:
+        """Cache the ids of every word in `word_lists`; return a table that holds them all."""
+        known = self._words
+        needed = set(chain.from_iterable(word_lists))
+        new = self._encode_words(needed.difference(known))
+        if len(known) + len(new) <= WORD_CACHE_SIZE:
+            known.update(new)
+            return known
+        # Full: start afresh with the words in use. `known` is only ever added to, so it
+        # still holds the needed words it held above, whatever `self._words` is by now.
+        table = {w: known[w] for w in needed.difference(new)}
+        table.update(new)
+        if len(table) <= WORD_CACHE_SIZE:
+            self._words = table
+        return table
+
+    def _encode_words(self, words: Iterable[str]) -> dict[str, tuple[int, ...]]:
+        """Each word's ids, as the tokenizer encodes it alone.
+
+        The words go to the tokenizer in batches of `_WORDS_PER_CALL`, joined by " [CUT] ":
+        the tokenizer takes special tokens out before anything else, so each word encodes
+        as it would alone and one [CUT] id stands between two words. A batch where a word
+        gives a [CUT] id of its own is encoded word by word.
+        """
+        words = list(words)
+        groups = [words[i : i + _WORDS_PER_CALL] for i in range(0, len(words), _WORDS_PER_CALL)]
+        encs = self.tokenizer.encode_batch_fast(
+            [f" {CUT} ".join(g) for g in groups], add_special_tokens=False
+        )
+        out: dict[str, tuple[int, ...]] = {}
+        cut = self._cut
+        for group, enc in zip(groups, encs):
+            ids = enc.ids
+            ends = [*compress(count(), map(cut.__eq__, ids)), len(ids)]
+            if len(ends) != len(group):
+                alone = self.tokenizer.encode_batch_fast(group, add_special_tokens=False)
+                out.update((w, tuple(e.ids)) for w, e in zip(group, alone))
+                continue
+            spans = map(slice, [0, *(e + 1 for e in ends[:-1])], ends)
+            out.update(zip(group, map(tuple, map(ids.__getitem__, spans))))
+        return out
 
     @staticmethod
     def pad(seqs: Sequence[Sequence[int]]) -> np.ndarray:
@@ -140,6 +225,29 @@ class UnitEncoder:
         for i, s in enumerate(seqs):
             out[i, : len(s)] = s
         return out
+
+
+def _splits_as_tokenizer(text: str) -> bool:
+    """Whether str.split() cuts `text` only where the tokenizer does: str.split() also cuts at
+    the ASCII separators \\x1c-\\x1f, the tokenizer's `\\s` does not."""
+    return not ("\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text)
+
+
+def _encodes_word_by_word(tok: Tokenizer) -> bool:
+    """Whether `tok` is winnow's pipeline (Lowercase, Whitespace, BPE without dropout, nothing
+    after; [CUT] a special token), so that `UnitEncoder` may encode word by word."""
+    added = tok.get_added_tokens_decoder().values()
+    return (
+        isinstance(tok.normalizer, normalizers.Lowercase)
+        and isinstance(tok.pre_tokenizer, pre_tokenizers.Whitespace)
+        and isinstance(tok.model, models.BPE)
+        and tok.model.dropout is None
+        and tok.post_processor is None
+        and tok.truncation is None
+        and tok.padding is None
+        and CUT in {t.content for t in added}
+        and not any(c.isspace() for t in added for c in t.content)
+    )
 
 
 __all__ = ["PAD_ID", "PREFIX_LEN", "SPECIAL_TOKENS", "UnitEncoder", "train_tokenizer"]
