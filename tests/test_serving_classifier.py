@@ -95,8 +95,8 @@ def test_obvious_units(clf):
         {"id": "s:2", "session_id": "s", "index": 2, "role": "tool", "kind": "tool_result", "tool_name": "Bash",
          "is_error": True, "text": "FAILED tests/test_auth.py::test_lockout - AssertionError: 6 != 5"},
         {"id": "s:3", "session_id": "s", "index": 3, "role": "user", "kind": "text",
-         "text": "<command-name>/clear</command-name>"},
-    ]  # fmt: skip
+         "text": "<command-name>/clear</command-name>\n            <command-message>clear</command-message>\n            <command-args></command-args>"},
+    ]  # fmt: skip  (s:3 as Claude Code writes it; the bare <command-name> tag alone never occurs)
     assert [p.category for p in clf.predict(units)] == [
         "requirement",
         "code",
