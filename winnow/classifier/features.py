@@ -191,7 +191,7 @@ def _word_table() -> dict[bytes, tuple[list[int], list[tuple[frozenset[bytes], i
 
 _CUE_WORDS = _word_table()
 # Substring cues of the lower-cased clipped text, in groups behind a cheaper test that
-# each member implies: one of its rarer characters (a memchr) or its first word. Most texts
+# each member implies: its first word or one of its rarer characters (a memchr). Most texts
 # fail most tests.
 _SUBSTRINGS = {
     **_MARKS,
@@ -202,16 +202,20 @@ _SUBSTRINGS = {
 _RARE = "@+`<>=?_\\/:-"  # rarest first
 
 
-def _substring_groups() -> list[tuple[str, list[tuple[str, int]]]]:
-    def gate(s: str) -> str:
-        words = s.split()
-        first = words[0] if len(words) > 1 else ""
-        return next((c for c in _RARE if c in s), first) if len(s) > 1 else ""
+def _gate(sub: str) -> str:
+    """A test that `sub in text` implies: `sub`'s first word if it has several, else its
+    rarest character, else "" (no test)."""
+    words = sub.split()
+    if len(words) > 1:
+        return words[0]
+    return next((c for c in _RARE if c in sub), "") if len(sub) > 1 else ""
 
+
+def _substring_groups() -> list[tuple[str, list[tuple[str, int]]]]:
     groups: dict[str, list[tuple[str, int]]] = {}
     for name, subs in _SUBSTRINGS.items():
-        for s in subs:
-            groups.setdefault(gate(s), []).append((s, _CUE_AT[name]))
+        for sub in subs:
+            groups.setdefault(_gate(sub), []).append((sub, _CUE_AT[name]))
     return list(groups.items())
 
 

@@ -36,12 +36,12 @@ PAD_ID = 0
 # over the ~3.5 characters a token covers in transcripts, so a 50 kB tool result costs what
 # a 250-character one does.
 CHARS_PER_TOKEN = 4
-# Words remembered per encoder, ~150 bytes each; a full cache starts afresh.
+# Words remembered per encoder (~300 bytes each, so ~20 MB full); a full cache starts afresh.
 WORD_CACHE_SIZE = 1 << 16
 
-# Unseen words per tokenizer call: one call per word costs ~3 us of overhead, one long text
-# slows the tokenizer down (it is quadratic somewhere).
-_WORDS_PER_CALL = 64
+# Unseen words per text handed to the tokenizer: a text per word costs ~3 us of overhead
+# each, and one very long text is several times slower per token than many short ones.
+_WORDS_PER_TEXT = 64
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokenizer:
@@ -195,13 +195,13 @@ class UnitEncoder:
     def _encode_words(self, words: Iterable[str]) -> dict[str, tuple[int, ...]]:
         """Each word's ids, as the tokenizer encodes it alone.
 
-        The words go to the tokenizer in batches of `_WORDS_PER_CALL`, joined by " [CUT] ":
+        The words go to the tokenizer `_WORDS_PER_TEXT` to a text, joined by " [CUT] ":
         the tokenizer takes special tokens out before anything else, so each word encodes
-        as it would alone and one [CUT] id stands between two words. A batch where a word
+        as it would alone and one [CUT] id stands between two words. A text where a word
         gives a [CUT] id of its own is encoded word by word.
         """
         words = list(words)
-        groups = [words[i : i + _WORDS_PER_CALL] for i in range(0, len(words), _WORDS_PER_CALL)]
+        groups = [words[i : i + _WORDS_PER_TEXT] for i in range(0, len(words), _WORDS_PER_TEXT)]
         encs = self.tokenizer.encode_batch_fast(
             [f" {CUT} ".join(g) for g in groups], add_special_tokens=False
         )
