@@ -87,6 +87,7 @@ def test_it_beats_nothing_on_the_fixture(clf, rows):
 
 
 def test_obvious_units(clf):
+    # s:3 is a /clear as Claude Code writes it (the bare <command-name> tag never occurs alone)
     units = [
         {"id": "s:0", "session_id": "s", "index": 0, "role": "user", "kind": "text",
          "text": "Add rate limiting to the login endpoint, max 5 tries a minute"},
@@ -96,7 +97,7 @@ def test_obvious_units(clf):
          "is_error": True, "text": "FAILED tests/test_auth.py::test_lockout - AssertionError: 6 != 5"},
         {"id": "s:3", "session_id": "s", "index": 3, "role": "user", "kind": "text",
          "text": "<command-name>/clear</command-name>\n            <command-message>clear</command-message>\n            <command-args></command-args>"},
-    ]  # fmt: skip  (s:3 as Claude Code writes it; the bare <command-name> tag alone never occurs)
+    ]  # fmt: skip
     assert [p.category for p in clf.predict(units)] == [
         "requirement",
         "code",

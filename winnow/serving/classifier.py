@@ -70,6 +70,10 @@ def default_model_path() -> Path:
     return Path(__file__).resolve().parents[2] / "models" / DEFAULT_MODEL
 
 
+def _text(unit: Unit | dict[str, Any]) -> str:
+    return (unit.get("text") if isinstance(unit, dict) else unit.text) or ""
+
+
 def graph_inputs(ids: np.ndarray, features: np.ndarray) -> dict[str, np.ndarray]:
     """The model graph's inputs (winnow.training.graph) for right-padded token ids
     [batch, seq] and hand features [batch, n_features]."""
@@ -261,7 +265,7 @@ class ImportanceClassifier:
         return Prediction(self.labels[int(probs.argmax())], dict(zip(self.labels, probs.tolist())))
 
     def predict(
-        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 128
+        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 1024
     ) -> list[Prediction]:
         """One Prediction per unit, in order."""
         units = list(units)
@@ -270,7 +274,7 @@ class ImportanceClassifier:
         return self.predict_batch(units, batch_size)
 
     def predict_batch(
-        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 128, chunk: int = 2048
+        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 1024, chunk: int = 1024
     ) -> list[Prediction]:
         """Many units: length-bucketed batches, features computed beside the network."""
         probs = self.predict_proba(units, batch_size, chunk)
@@ -279,36 +283,43 @@ class ImportanceClassifier:
         return [Prediction(labels[b], dict(zip(labels, p))) for b, p in zip(best, probs.tolist())]
 
     def predict_proba(
-        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 128, chunk: int = 1024
+        self, units: Sequence[Unit | dict[str, Any]], batch_size: int = 1024, chunk: int = 1024
     ) -> np.ndarray:
         """[len(units), len(labels)] probabilities.
 
         Work goes in chunks through two threads: while ONNX Runtime (outside the GIL) scores
         one chunk, the other thread prepares the next (hand features, token ids and padded,
-        length-sorted batches: mostly Python).
+        length-sorted batches: mostly Python). Chunks hold units of about the same length, one
+        batch each by default: each ORT call must win the GIL back from that thread (up to
+        5 ms), and batches of 1024 ran 11.8k units/s where batches of 128 ran 9.9k.
         """
         units = list(units)
         out = np.zeros((len(units), len(self.labels)), np.float32)
         if not units:
             return out
         contexts = session_context(units)
+        # Chunks of units of about the same length (characters the encoder keeps: a close
+        # proxy of their token count), so a chunk pads little as one or two batches.
+        span = self.encoder._head_chars + self.encoder._tail_chars
+        by_length = np.argsort([min(len(_text(u)), span) for u in units], kind="stable")
 
-        def prepare(lo: int, hi: int) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
-            feats = self.features(units[lo:hi], contexts[lo:hi])
-            ids = self.encoder.encode(units[lo:hi])
+        def prepare(part: np.ndarray) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+            chunk_units = [units[i] for i in part]
+            feats = self.features(chunk_units, [contexts[i] for i in part])
+            ids = self.encoder.encode(chunk_units)
             order = np.argsort([len(i) for i in ids], kind="stable")
             return [
-                (idx + lo, graph_inputs(UnitEncoder.pad([ids[i] for i in idx]), feats[idx]))
+                (part[idx], graph_inputs(UnitEncoder.pad([ids[i] for i in idx]), feats[idx]))
                 for idx in (order[s : s + batch_size] for s in range(0, len(order), batch_size))
             ]
 
-        spans = [(lo, min(lo + chunk, len(units))) for lo in range(0, len(units), chunk)]
+        parts = [by_length[lo : lo + chunk] for lo in range(0, len(units), chunk)]
         with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(prepare, *spans[0])
-            for k in range(len(spans)):
+            pending = pool.submit(prepare, parts[0])
+            for k in range(len(parts)):
                 batches = pending.result()
-                if k + 1 < len(spans):
-                    pending = pool.submit(prepare, *spans[k + 1])
+                if k + 1 < len(parts):
+                    pending = pool.submit(prepare, parts[k + 1])
                 for idx, inputs in batches:
                     out[idx] = self.session.run(self._output, inputs)[0][:, 0]
         return out
