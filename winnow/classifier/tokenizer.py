@@ -104,6 +104,11 @@ class UnitEncoder:
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size()
 
+    @property
+    def clip_chars(self) -> int:
+        """The most characters of a unit's text that `clip` keeps."""
+        return self._head_chars + self._tail_chars
+
     def clip(self, text: str) -> str:
         """The characters worth tokenizing: the head and tail the token budget can hold."""
         return clip_text(text, self._head_chars, self._tail_chars)

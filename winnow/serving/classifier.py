@@ -300,7 +300,7 @@ class ImportanceClassifier:
         contexts = session_context(units)
         # Chunks of units of about the same length (characters the encoder keeps: a close
         # proxy of their token count), so a chunk pads little as one or two batches.
-        span = self.encoder._head_chars + self.encoder._tail_chars
+        span = self.encoder.clip_chars
         by_length = np.argsort([min(len(_text(u)), span) for u in units], kind="stable")
 
         def prepare(part: np.ndarray) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
