@@ -23,6 +23,7 @@ the end, the likeliest must-keep units first.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -296,7 +297,7 @@ class _Plan:
             strategy = self.config.strategies[cat]
             if strategy == "verbatim":
                 continue
-            for i in self._loss_order():
+            for i in self._loss_order:
                 s = self.slots[i]
                 if s.category != cat or s.out is None or s.action != "kept" or s.tried:
                     continue
@@ -322,7 +323,7 @@ class _Plan:
 
     def drop_soft(self, limit: int) -> bool:
         """Soft must-keep units: before any sure one is lost."""
-        for i in self._loss_order():
+        for i in self._loss_order:
             s = self.slots[i]
             if s.soft and s.out is not None and not s.placeholder:
                 self._drop(i)
@@ -331,7 +332,7 @@ class _Plan:
         return self.total <= limit
 
     def drop_unprotected(self, limit: int) -> bool:
-        for i in self._loss_order():
+        for i in self._loss_order:
             s = self.slots[i]
             if s.out is not None and not s.protected and not s.placeholder:
                 self._drop(i)
@@ -362,7 +363,7 @@ class _Plan:
         the total under the limit, which can free far more than needed): the units most likely
         must-keep first, newest first among equals, each back verbatim if it still fits.
         Merged units stay merged; a dropped tool unit stays dropped with its partner."""
-        for i in reversed(self._loss_order()):
+        for i in reversed(self._loss_order):
             s = self.slots[i]
             if s.action == "kept" or s.into is not None:  # verbatim, or inside a summary
                 continue
@@ -372,6 +373,7 @@ class _Plan:
                 self.total += s.tokens_before - s.tokens
                 s.out, s.tokens, s.action, s.placeholder = s.unit, s.tokens_before, "kept", False
 
+    @functools.cached_property
     def _loss_order(self) -> list[int]:
         """Slot indices, the least likely must-keep first (5% steps), oldest first among equals."""
         return sorted(range(len(self.slots)), key=lambda i: (int(self.slots[i].keep_p * 20), i))
