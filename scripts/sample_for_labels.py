@@ -114,8 +114,11 @@ def uncertain(
     band: tuple[float, float],
     skip_sessions: frozenset[str] = frozenset(),
     text_only: bool = False,
+    same_sessions: bool = False,
 ) -> list:
-    """Units the classifier is unsure are must-keep: its must-keep probability in `band`."""
+    """Units the classifier is unsure are must-keep: its must-keep probability in `band`.
+    `same_sessions`: only from sessions that already have labels (the split stays put)."""
+    labelled = {units[i].session_id for i in exclude if i in units}
     from winnow.data.schema import MUST_KEEP
     from winnow.serving.classifier import ImportanceClassifier
 
@@ -129,6 +132,7 @@ def uncertain(
         if band[0] <= p <= band[1]
         and u.id not in exclude
         and u.session_id not in skip_sessions
+        and (not same_sessions or u.session_id in labelled)
         and (not text_only or (u.kind in ("text", "thinking") and u.role != "system"))
     ]
 
@@ -173,6 +177,11 @@ def main() -> None:
         "--band", default="0.1,0.7", help="must-keep probability band of --uncertain units"
     )
     ap.add_argument(
+        "--same-sessions",
+        action="store_true",
+        help="--uncertain: only sessions that already have labels (keeps the data set split)",
+    )
+    ap.add_argument(
         "--skip-test-of",
         type=Path,
         help="split.json of a data set: draw no unit of its test sessions",
@@ -186,7 +195,9 @@ def main() -> None:
         skip = frozenset(json.loads(args.skip_test_of.read_text())["splits"]["test"]["session_ids"])
     if args.uncertain:
         lo, hi = (float(x) for x in args.band.split(","))
-        picked = uncertain(units, args.uncertain, done, (lo, hi), skip, args.text_only)
+        picked = uncertain(
+            units, args.uncertain, done, (lo, hi), skip, args.text_only, args.same_sessions
+        )
     elif args.enrich:
         quota = dict(ENRICH)
         if args.quota:
