@@ -81,6 +81,15 @@ def model_card(config: dict[str, Any], metrics: dict[str, Any]) -> str:
     """MODEL_CARD.md text from a model's config.json and metrics.json."""
     tr = config.get("training", {})
     m = config["model"]
+    seeds = tr.get("seeds_validation_macro_f1") or {}
+    tried = ", ".join(f"{k} ({v:.3f})" for k, v in seeds.items())
+    seed_line = (
+        [
+            f"- seed {tr.get('config', {}).get('seed')}: the best of seeds {tried} by validation macro-F1"
+        ]
+        if len(seeds) > 1
+        else []
+    )
     lines = [
         f"# {config['name']} {config['version']}",
         "",
@@ -100,6 +109,7 @@ def model_card(config: dict[str, Any], metrics: dict[str, Any]) -> str:
         f"{tr.get('config', {}).get('must_keep_recall_target', 0):.0%} within "
         f"{tr.get('config', {}).get('must_keep_max_accuracy_cost', 0):.0%} of validation accuracy",
         "- runtime: ONNX Runtime on CPU, no torch",
+        *seed_line,
         "",
         "## Data",
         "",
