@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cache import assert_valid_anthropic, assert_valid_openai
+from render_checks import assert_valid_anthropic, assert_valid_openai
 
 from winnow.cli import main
 from winnow.data.schema import MUST_KEEP

@@ -16,7 +16,6 @@ import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from winnow.classifier.features import (
 )
 from winnow.classifier.tokenizer import CHARS_PER_TOKEN, PAD_ID, UnitEncoder
 from winnow.data.schema import Unit
+from winnow.serving.categorizer import Prediction  # the Categorizer protocol's result type
 
 DEFAULT_MODEL = "winnow-small"
 # Of the model directory layout (winnow.training.export writes it). v2: the fused graph of
@@ -45,18 +45,6 @@ REQUIRED_FILES = ("model.onnx", "tokenizer.json", "config.json")
 
 class ModelError(ValueError):
     """A model directory that is missing, corrupt or made for another winnow."""
-
-
-@dataclass(frozen=True, slots=True)
-class Prediction:
-    """A unit's category and the probability of every category."""
-
-    category: str
-    scores: dict[str, float]
-
-    @property
-    def confidence(self) -> float:
-        return self.scores[self.category]
 
 
 def default_model_path() -> Path:

@@ -1,75 +1,138 @@
-"""The SemanticCompressor: compress a transcript by importance category under a token limit.
+"""The SemanticCompressor: keep the most value a token limit can hold.
 
-    compressor = SemanticCompressor()                 # shipped classifier, extractive summaries
-    result = compressor.compress(units, token_limit=20_000)
+    compressor = SemanticCompressor()                       # shipped classifier, extractive summaries
+    result = compressor.compress(units, token_limit="30%")  # or 0.3, or 20_000 tokens
     result.units, result.tokens_before, result.tokens_after, result.records
+    result.must_keep_changes                                # must-keep units that changed, and how
 
-It does only as much as the limit needs, in tiers, cheapest loss first: (1) each category's
-strategy (TAXONOMY.md), least important category first; (2) runs of consecutive
-same-category units merged into one summary, oldest first; (3) the remaining units that are
-not must-keep dropped; (4) the soft must-keep units (those the classifier gives the must-keep
-categories at least `protect_threshold` together) dropped. Within tiers 1, 3 and 4 the
-units the classifier finds least likely to be must-keep go first (in steps of 5%), oldest
-first among equals: a misjudged decision outlives the tool logs around it.
-Must-keep units (strategy `verbatim`) are never changed: when they alone exceed the limit it
-raises `MustKeepOverflow`, or follows `on_must_keep_overflow` ("summarize_largest",
-"truncate_oldest"). A tool call and its result are kept, replaced or
-dropped together, so the result is always valid for the provider APIs. Records name what
-happened to each input unit: kept, restructured, summarized, noted (a one-line note or a
-pair's stand-in), merged or dropped. Losses the limit turned out not to need are undone at
-the end, the likeliest must-keep units first.
+Every item (a unit, or a tool call with its result) has renditions, each with its token cost as
+sent (rendered in `CompressorConfig.target`, read back and counted: the renderer's own text
+counts) and a share of the item's value kept: verbatim; restructured (code keeps its outline, a
+tool call its JSON); summarized, at a few lengths (an error keeps its error lines); a one-line
+note that keeps what identifies it (a call's path, command, pattern, url, description, skill,
+subagent type; a result's error lines); dropped. A unit's value is its probability-weighted
+category importance (`CompressorConfig.weights`, in the taxonomy's priority order) times a size
+term that saturates (a 20,000-token log is not worth forty 500-token ones), raised for the first
+user request, the latest user message and the last steps (the working set). The allocator
+(`winnow.serving.allocator`) picks one rendition per item to keep the most value under the limit.
+
+Must-keep units (a must-keep top category, a pin, the thinking of the last assistant turn) stay
+verbatim. When they alone exceed the limit, `on_must_keep_overflow` decides: "summarize" (the
+default) turns repeated copies into a note pointing at the copy kept, then summarizes them
+lowest value first (the first request and the latest user message last), then notes or drops
+them in that order, and records each change; "error" raises `MustKeepOverflow`;
+"summarize_largest" and "truncate_oldest" order the losses by size or by age instead. A thinking
+unit is kept verbatim or dropped whole, and the last turn's never changes. Summaries are written
+only for the renditions chosen (LLM calls concurrently). Under the limit nothing changes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import json
 import logging
+import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, Unit, as_unit
+from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, DROPPABLE, Unit, as_unit
 from winnow.serving import strategies as st
-from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer
-from winnow.serving.tokens import TokenCounter, default_token_counter, unit_tokens
+from winnow.serving.allocator import Option, allocate
+from winnow.serving.categorizer import Categorizer, as_categorizer, load_categorizer
+from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer, summarize_all
+from winnow.serving.tokens import (
+    TARGETS,
+    TokenCounter,
+    default_token_counter,
+    read_back,
+    render,
+    unit_tokens,
+)
 
 log = logging.getLogger(__name__)
 
 ACTIONS = ("kept", "restructured", "summarized", "noted", "merged", "dropped")
-OVERFLOW_POLICIES = ("error", "summarize_largest", "truncate_oldest")
+OVERFLOW_POLICIES = ("summarize", "error", "summarize_largest", "truncate_oldest")
+
+# Importance of each category, in TAXONOMY.md's priority order; a unit's value is the
+# probability-weighted sum. Chosen from the order, not fitted to any data.
+DEFAULT_WEIGHTS = {
+    "requirement": 10.0,
+    "constraint": 9.0,
+    "decision": 8.0,
+    "architecture": 7.0,
+    "error": 6.0,
+    "code": 3.0,
+    "tool_output": 1.5,
+    "explanation": 1.2,
+    "status": 0.3,
+    "acknowledgment": 0.2,
+    "boilerplate": 0.1,
+}
+# Share of a unit's value each rendition keeps, by category: (restructured, summary exponent,
+# note, note that holds the unit's error lines). A summary keeping a share r of the unit's
+# tokens keeps r ** exponent of its value (never less than a note): a small exponent for
+# what a few lines carry (a log, an error), near 1 for prose whose every line counts.
+SHARES = {
+    "requirement": (0.5, 0.8, 0.1, 0.2),
+    "constraint": (0.5, 0.8, 0.1, 0.2),
+    "decision": (0.5, 0.8, 0.1, 0.2),
+    "architecture": (0.5, 0.7, 0.1, 0.2),
+    "error": (0.6, 0.3, 0.2, 0.75),
+    "code": (0.8, 0.6, 0.15, 0.3),
+    "tool_output": (0.6, 0.35, 0.2, 0.5),
+    "explanation": (0.5, 0.6, 0.1, 0.3),
+    "status": (0.8, 0.5, 0.6, 0.6),
+    "acknowledgment": (0.5, 0.5, 0.3, 0.3),
+    "boilerplate": (0.5, 0.5, 0.2, 0.3),
+}
+RANK = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
 
 
 class MustKeepOverflow(ValueError):
     """The must-keep units alone do not fit the token limit."""
 
-    def __init__(self, needed: int, limit: int):
+    def __init__(self, needed: int, limit: int, what: str = "the must-keep units"):
         self.needed, self.limit = needed, limit
         super().__init__(
-            f"the must-keep units alone need {needed} tokens, over the limit of {limit} "
-            f"(raise the limit, or use on_must_keep_overflow='truncate_oldest')"
+            f"{what} alone need {needed} tokens, over the limit of {limit} "
+            f"(raise the limit, or use on_must_keep_overflow='summarize')"
         )
 
 
 @dataclass
 class CompressorConfig:
-    """How hard each category is compressed, and what happens when must-keep units overflow."""
+    """What is kept, how value is weighed, and what happens when must-keep units overflow."""
 
+    # Each category's strategy (TAXONOMY.md): the "verbatim" ones are must-keep; the others
+    # are what `compress(units, None)` (or eager=True) applies in full.
     strategies: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_STRATEGIES))
-    # When the must-keep units alone exceed the limit: "error" raises MustKeepOverflow;
-    # "summarize_largest" summarizes must-keep units, largest first (one long pasted spec
-    # condensed saves many short decisions), then drops the oldest units if still over;
-    # "truncate_oldest" drops the oldest units.
-    on_must_keep_overflow: str = "error"
-    summary_ratio: float = 0.25  # a summarized unit keeps about this share of its tokens...
-    min_summary_tokens: int = 48  # ...but at least this many: shorter units are left alone
-    max_summary_tokens: int = 400
-    group_summary_tokens: int = 120  # what a merged run of same-category units shrinks to
-    # A unit the classifier gives the must-keep categories together at least this probability
-    # is kept verbatim too, whatever its top category: losing a must-keep unit costs more than
-    # keeping a status note. None: the top category alone decides.
-    protect_threshold: float | None = 0.3
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    # "summarize" (graceful, see the module docstring), "error", "summarize_largest",
+    # "truncate_oldest".
+    on_must_keep_overflow: str = "summarize"
+    # Units kept verbatim whatever their category: a unit id, "role:user", or "re:PATTERN"
+    # (a regular expression searched in the unit's text).
+    pins: tuple[str, ...] = ()
+    # The format the limit counts in: "anthropic", "openai", or None (the units' own tokens).
+    target: str | None = "anthropic"
+    summary_ratio: float = 0.25  # the summary `compress(units, None)` writes: this share...
+    min_summary_tokens: int = 48  # ...but at least this many tokens (the shortest offered)...
+    max_summary_tokens: int = 400  # ...and at most this many
+    summary_step: float = 1.1  # summaries offered from the shortest up, this factor apart
+    # Size term of a unit's value: linear up to this many tokens, a tenth as steep beyond.
+    value_saturation_tokens: int = 800
+    first_request_boost: float = 3.0
+    latest_user_boost: float = 3.0
+    working_set_steps: int = 8  # the last agent steps...
+    working_set_boost: float = 2.0  # ...are worth this much more
+    # A unit the classifier gives the must-keep categories together at least this
+    # probability is must-keep too (None: the top category alone decides).
+    protect_threshold: float | None = None
+    dedup_min_tokens: int = 32  # repeated must-keep units this long become a pointer on overflow
+    summary_concurrency: int = 8  # LLM summary calls in flight at once
 
     def __post_init__(self) -> None:
         self.strategies = {**DEFAULT_STRATEGIES, **self.strategies}
@@ -80,8 +143,20 @@ class CompressorConfig:
                 raise ValueError(
                     f"unknown strategy {strategy!r} for {cat!r}; one of {st.STRATEGIES}"
                 )
+        self.weights = {**DEFAULT_WEIGHTS, **self.weights}
+        for cat, w in self.weights.items():
+            if cat not in CATEGORIES:
+                raise ValueError(f"unknown category {cat!r} in weights")
+            if not w >= 0:
+                raise ValueError(f"weight of {cat!r} must be >= 0, not {w!r}")
+        if not self.summary_step > 1:
+            raise ValueError(f"summary_step must be > 1, not {self.summary_step!r}")
         if self.on_must_keep_overflow not in OVERFLOW_POLICIES:
             raise ValueError(f"on_must_keep_overflow must be one of {OVERFLOW_POLICIES}")
+        if self.target is not None and self.target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS} or None, not {self.target!r}")
+        self.pins = tuple(self.pins)
+        pin_matcher(self.pins)  # a bad pin fails here, naming it
 
     @property
     def protected(self) -> frozenset[str]:
@@ -91,7 +166,8 @@ class CompressorConfig:
 
 @dataclass(frozen=True)
 class UnitRecord:
-    """What happened to one input unit; `output_id` names the unit it became (None if dropped)."""
+    """What happened to one input unit; `output_id` names the unit it became (None if dropped).
+    Token figures are the unit's own cost as sent (rendered alone)."""
 
     id: str
     category: str
@@ -99,6 +175,12 @@ class UnitRecord:
     tokens_before: int
     tokens_after: int
     output_id: str | None
+    scores: dict[str, float] | None = None
+    must_keep: bool = False
+    reason: str = ""  # why a must-keep unit changed, or what a note points at
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -112,6 +194,10 @@ class CompressionResult:
     tokens_after: int
     tokens_before_by_category: dict[str, int]
     tokens_after_by_category: dict[str, int]
+    target: str | None = "anthropic"
+    warnings: list[str] = field(default_factory=list)
+    value_before: float = 0.0  # the allocator's value of the input...
+    value_after: float = 0.0  # ...and of what was kept (see CompressorConfig.weights)
 
     @property
     def fits(self) -> bool:
@@ -122,13 +208,85 @@ class CompressionResult:
         """How many input units were kept, restructured, summarized, noted, merged, dropped."""
         return Counter(r.action for r in self.records)
 
+    @property
+    def must_keep_changes(self) -> list[UnitRecord]:
+        """The must-keep units that did not stay verbatim (only on a must-keep overflow)."""
+        return [r for r in self.records if r.must_keep and r.action != "kept"]
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """Per input unit: id, category, scores, action, tokens before and after, output id."""
+        return [r.to_dict() for r in self.records]
+
+
+def resolve_limit(limit: int | float | str | None, total: int) -> int | None:
+    """A token count from a count (20000, "20000") or a share of `total` (0.3, "30%")."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool):
+        raise TypeError("token_limit must be a count, a share or a percentage, not a bool")
+    if isinstance(limit, str):
+        text = limit.strip()
+        try:
+            if text.endswith("%"):
+                share = float(text[:-1]) / 100
+            elif re.fullmatch(r"\d+", text):
+                return _positive(int(text), limit)
+            else:
+                share = float(text)
+        except ValueError:
+            raise ValueError(
+                f"token_limit must be a count, a share or a percentage, not {limit!r}"
+            ) from None
+        return _share(share, total, limit)
+    if isinstance(limit, int):
+        return _positive(limit, limit)
+    if isinstance(limit, float):
+        return _share(limit, total, limit)
+    raise TypeError(f"token_limit must be a count, a share or a percentage, not {limit!r}")
+
+
+def _positive(n: int, given: Any) -> int:
+    if n <= 0:
+        raise ValueError(f"token_limit must be positive, not {given!r}")
+    return n
+
+
+def _share(share: float, total: int, given: Any) -> int:
+    if not 0 < share <= 1:
+        raise ValueError(f"a token_limit share must be in (0, 1] (or 1%-100%), not {given!r}")
+    return max(1, int(total * share))
+
+
+def pin_matcher(pins: Sequence[str]) -> Callable[[Unit], bool]:
+    """A predicate for `CompressorConfig.pins`: unit ids, "role:ROLE", "re:PATTERN"."""
+    ids: set[str] = set()
+    roles: set[str] = set()
+    patterns = []
+    for pin in pins:
+        if pin.startswith("role:"):
+            role = pin[5:]
+            if role not in ("system", "user", "assistant", "tool"):
+                raise ValueError(f"pin {pin!r}: role must be system, user, assistant or tool")
+            roles.add(role)
+        elif pin.startswith("re:"):
+            try:
+                patterns.append(re.compile(pin[3:]))
+            except re.error as e:
+                raise ValueError(f"pin {pin!r}: bad regular expression ({e})") from None
+        elif pin:
+            ids.add(pin)
+    if not (ids or roles or patterns):
+        return lambda u: False
+    return lambda u: u.id in ids or u.role in roles or any(p.search(u.text) for p in patterns)
+
 
 class SemanticCompressor:
-    """Compresses transcripts by importance category; see the module docstring for the tiers."""
+    """Compresses transcripts under a token limit, keeping the most value; see the module
+    docstring."""
 
     def __init__(
         self,
-        classifier: Any = None,
+        classifier: Categorizer | Any = None,
         summarizer: Summarizer | None = None,
         token_counter: TokenCounter | None = None,
         strategies: dict[str, str] | None = None,
@@ -142,12 +300,13 @@ class SemanticCompressor:
         self.counter = token_counter or default_token_counter()
         self.summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self._classifier = classifier
+        self._costs: dict[str | None, SentCost] = {}
 
     @property
     def classifier(self) -> Any:
-        """The classifier for units without a category; loaded on first use."""
+        """The categorizer for units without a category; loaded on first use."""
         if self._classifier is None:
-            self._classifier = default_classifier()
+            self._classifier = load_categorizer()
         return self._classifier
 
     def categorize(self, units: Sequence[Unit]) -> list[str]:
@@ -155,441 +314,982 @@ class SemanticCompressor:
         return [c for c, _scores in self._labels(units)]
 
     def must_keep(self, units: Sequence[Unit]) -> list[bool]:
-        """Which units are kept verbatim whatever the limit (see `CompressorConfig.protect_threshold`)."""
-        return [self._protected(self._keep(c, sc)) for c, sc in self._labels(units)]
+        """Which units are kept verbatim whatever the limit (short of a must-keep overflow)."""
+        pinned = pin_matcher(self.config.pins)
+        return [
+            _is_must_keep(c, sc, self.config) or pinned(u)
+            for u, (c, sc) in zip(units, self._labels(units), strict=True)
+        ]
 
-    def _labels(self, units: Sequence[Unit]) -> list[tuple[str, dict[str, float] | None]]:
-        """(category, scores or None) per unit: the unit's own, else the classifier's."""
+    def _labels(self, units: Sequence[Unit]) -> list[tuple[str, dict[str, float]]]:
+        """(category, scores) per unit: the unit's own, else the classifier's."""
         out: list[Any] = [(u.extra.get("category"), u.extra.get("scores")) for u in units]
         todo = [i for i, (c, _sc) in enumerate(out) if c not in CATEGORIES]
         if todo:
-            clf = self.classifier
-            predict = getattr(clf, "predict", None) or clf.label  # a classifier or the Labeler
-            preds = predict([units[i] for i in todo])
+            preds = as_categorizer(self.classifier).predict([units[i] for i in todo])
             for i, p in zip(todo, preds, strict=True):
-                out[i] = (
-                    (p, None) if isinstance(p, str) else (p.category, getattr(p, "scores", None))
-                )
-        return out
+                out[i] = (p.category, p.scores)
+        return [(c, dict(sc) if sc else {c: 1.0}) for c, sc in out]
 
-    def _keep(self, category: str, scores: dict[str, float] | None) -> float:
-        """How likely the unit is must-keep: 1 for a must-keep category, else the classifier's
-        must-keep probability (0 without scores)."""
-        protected = self.config.protected
-        if category in protected:
-            return 1.0
-        if not scores:
-            return 0.0
-        return min(sum(scores.get(c, 0.0) for c in protected), 0.999)  # 1 is for sure must-keep
-
-    def _protected(self, keep: float) -> bool:
-        t = self.config.protect_threshold
-        return keep >= 1.0 or (t is not None and keep >= t)
+    def sent_cost(self, target: str | None = None) -> SentCost:
+        """The per-unit cost model for `target` (default: the config's), cached."""
+        target = self.config.target if target is None else target
+        if target not in self._costs:
+            self._costs[target] = SentCost(self.counter, target)
+        return self._costs[target]
 
     def compress(
-        self, units: Iterable[Unit | dict], token_limit: int | None = None, *, eager: bool = False
+        self,
+        units: Iterable[Unit | dict],
+        token_limit: int | float | str | None = None,
+        *,
+        eager: bool = False,
     ) -> CompressionResult:
-        """Compress the units of one conversation, in order, under `token_limit` tokens,
-        doing only what the limit needs.
+        """Compress the units of one conversation, in order, under `token_limit`: a token
+        count, or a share of the input's own tokens (0.3 or "30%").
 
-        With `eager` (or no limit), every category's strategy is applied in full first.
-        """
+        Under the limit nothing changes. With no limit, or `eager`, every unit gets its
+        category's strategy in full first (then whatever the limit still needs)."""
         units = [as_unit(u) for u in units]
-        plan = _Plan(units, self._labels(units), self)
-        if eager or token_limit is None:
-            plan.apply_strategies(None)
-        if token_limit is not None and plan.total > token_limit:
-            # fail before any summary is paid for
-            protected = sum(s.tokens for s in plan.slots if s.protected and not s.soft)
-            if protected > token_limit and self.config.on_must_keep_overflow == "error":
-                raise MustKeepOverflow(protected, token_limit)
-            plan.fit(token_limit)
-            if not eager:
-                plan.refill(token_limit)
-        return plan.result(token_limit)
+        units, warnings = unique_call_ids(units)
+        costs = self.sent_cost()
+        before = costs.total(units)
+        limit = resolve_limit(token_limit, before)
+        plan = Plan(units, self._labels(units), self.config, costs, self.summarizer)
+        plan.warnings = warnings
+        if limit is not None and before <= limit and not eager:
+            return plan.result(limit, before, unchanged=True)
+        return plan.run(limit, before, eager or limit is None)
 
 
-def default_classifier() -> Any:
-    """The shipped ImportanceClassifier; the heuristic labeller when no model is installed."""
+def _is_must_keep(category: str, scores: dict[str, float], config: CompressorConfig) -> bool:
+    if category in config.protected:
+        return True
+    t = config.protect_threshold
+    return t is not None and sum(scores.get(c, 0.0) for c in config.protected) >= t
+
+
+# --- what a unit costs as sent ------------------------------------------------------------------
+
+_ANCHOR = "\u2063anchor"  # texts no transcript holds: the context rendered around a lone unit
+_STUB = '{"winnow_stub":"\u2063"}'
+
+
+class SentCost:
+    """What units cost as sent: rendered in `target` by the public renderer, read back by the
+    readers, counted. `total` is exact. `cost` is one unit's share, rendered alone (a tool
+    unit beside a stub partner): exact where rendering keeps the text, a close upper bound
+    where the renderer adds a prefix; the compressor checks the total at the end."""
+
+    def __init__(self, counter: TokenCounter, target: str | None):
+        self.counter = counter
+        self.target = target
+        self._shape: dict[tuple | str, int] = {}
+        self._alone: dict[tuple, int] = {}
+
+    def total(self, units: Sequence[Unit]) -> int:
+        if self.target is None or not units:
+            return sum(unit_tokens(u, self.counter) for u in units)
+        body = render(units, self.target)
+        return sum(unit_tokens(u, self.counter) for u in read_back(body, self.target))
+
+    def opening(self) -> int:
+        """What the renderer adds to a conversation that opens with the agent's turn."""
+        if self.target is None:
+            return 0
+        if "opening" not in self._shape:
+            probe = Unit("p", "p", 0, "assistant", "text", "probe")
+            self._shape["opening"] = max(0, self.total([probe]) - self.cost(probe))
+        return self._shape["opening"]
+
+    def cost(self, u: Unit, paired: bool = False, leading: bool = False) -> int:
+        """One unit's cost: `paired` when its tool partner is rendered beside it, `leading`
+        for a system unit with only system units before it."""
+        n = unit_tokens(u, self.counter)
+        if self.target is None:
+            return n
+        call = u.kind == "tool_call" and u.role == "assistant"
+        if not u.text.strip() or (call and not _canonical_json(u.text)):
+            return self._render_alone(u, paired, leading)
+        key = (u.role, u.kind, u.tool_name, bool(u.is_error), paired, leading)
+        delta = self._shape.get(key)
+        if delta is None:
+            probe = Unit(
+                u.id, u.session_id, u.index, u.role, u.kind, '{"q":1}' if call else "probe",
+                u.tool_name, u.call_id, u.is_error,
+            )  # fmt: skip
+            delta = self._render_alone(probe, paired, leading) - unit_tokens(probe, self.counter)
+            # a prefix the renderer adds may join the text's first token differently
+            delta = self._shape[key] = delta + (delta != 0)
+        return n + delta
+
+    def _render_alone(self, u: Unit, paired: bool, leading: bool) -> int:
+        key = (u.role, u.kind, u.tool_name, bool(u.is_error), paired, leading, u.text)
+        n = self._alone.get(key)
+        if n is not None:
+            return n
+        u = dataclasses.replace(u, extra={}, call_id=u.call_id or "c")
+        ctx: list[Unit] = []
+        if not (u.role == "system" and leading):
+            ctx.append(Unit("a", "a", 0, "user", "text", _ANCHOR))
+        if paired and u.kind == "tool_result":
+            ctx.append(dataclasses.replace(u, role="assistant", kind="tool_call", text=_STUB))
+        ctx.append(u)
+        if paired and u.kind == "tool_call":
+            ctx.append(dataclasses.replace(u, role="tool", kind="tool_result", text=_STUB))
+        assert self.target is not None
+        back = read_back(render(ctx, self.target), self.target)
+        n = sum(
+            unit_tokens(b, self.counter)
+            for b in back
+            if b.text not in (_ANCHOR, _STUB) and _ANCHOR not in b.text[:32]
+        )
+        if len(self._alone) > 65536:
+            self._alone.clear()
+        self._alone[key] = n
+        return n
+
+
+def signed(unit: Unit) -> bool:
+    """A thinking unit read from a provider block that carries its signature (or is redacted):
+    the API wants it back unchanged in the turn it belongs to."""
+    raw = unit.extra.get("raw")
+    if isinstance(raw, dict) and raw.get("type") in ("thinking", "redacted_thinking"):
+        return bool(raw.get("signature")) or raw.get("type") == "redacted_thinking"
+    return bool(unit.extra.get("signature"))
+
+
+def _canonical_json(text: str) -> bool:
+    """Whether a tool call's text is the compact JSON object the readers write (so rendering
+    and reading back gives it back unchanged)."""
+    if not text.startswith("{"):
+        return False
     try:
-        from winnow.serving.classifier import ImportanceClassifier
-
-        return ImportanceClassifier.load()
-    except Exception as e:  # noqa: BLE001 - missing model, module or runtime: use the fallback
-        first_error = e
-    log.warning("no shipped classifier (%s); categories from the heuristic labeller", first_error)
-    try:
-        from winnow.data.labeling import Labeler
-
-        return Labeler()
-    except Exception:  # noqa: BLE001
-        raise RuntimeError(
-            f"no classifier available ({first_error}); pass classifier= or label units with extra['category']"
-        ) from first_error
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return (
+        isinstance(value, dict)
+        and json.dumps(value, ensure_ascii=False, separators=(",", ":")) == text
+    )
 
 
-# --- the plan: one slot per input unit --------------------------------------------------------
+# --- the plan: items, their renditions, the choice ----------------------------------------------
 
 
 @dataclass
-class _Slot:
+class Form:
+    """One rendition of one unit: its cost as sent and the share of the unit's value it keeps."""
+
+    action: str  # kept | restructured | summarized | noted | dropped
+    cost: int
+    share: float
+    unit: Unit | None  # the output unit; None when dropped or a summary not written yet
+    target: int = 0  # summarized: the summary's whole cost, tokens
+    reason: str = ""
+
+
+@dataclass
+class Info:
+    """One input unit, as the plan sees it."""
+
     unit: Unit
     category: str
-    protected: bool
-    tokens_before: int
-    out: Unit | None
-    tokens: int
-    action: str = "kept"
-    placeholder: bool = False  # a stand-in that only keeps a tool pair whole
-    tried: bool = False  # its category's strategy has been applied
-    soft: bool = False  # protected by the classifier's must-keep probability only
-    keep_p: float = 0.0  # its must-keep probability (1 for a must-keep category)
-    into: str | None = None  # merged: the id of the unit it went into
-    members: list[int] = field(default_factory=list)  # merged group head: the other members
+    scores: dict[str, float]
+    tokens: int  # verbatim cost as sent
+    value: float  # of the whole unit, verbatim
+    density: float  # probability-weighted importance, boosts included
+    must_keep: bool = False  # a must-keep category or a pin
+    pinned: bool = False
+    forced: bool = False  # thinking of the last assistant turn: never changed
+    paired: bool = False
+    leading: bool = False
+    # what the renderer adds when this unit opens the conversation (an agent's unit before
+    # any user unit that must stay): charged to each such unit, an upper bound
+    opening: int = 0
+    fixed: Form | None = None  # a must-keep unit's rendition (verbatim, unless overflow)
+    forms: list[Form] = field(default_factory=list)
 
 
-class _Plan:
-    """The evolving output: slots in input order, a running token total, pair links."""
+class Plan:
+    """One compression: items (a unit, or a tool call with its result), their renditions, the
+    allocation, the summaries it needs, and the result. Holds nothing of the compressor but
+    what it is given."""
 
     def __init__(
         self,
         units: list[Unit],
-        labels: list[tuple[str, dict[str, float] | None]],
-        comp: SemanticCompressor,
+        labels: list[tuple[str, dict[str, float]]],
+        config: CompressorConfig,
+        costs: SentCost,
+        summarizer: Summarizer,
     ):
-        self.comp = comp
-        self.config = comp.config
-        self.slots: list[_Slot] = []
-        for u, (c, scores) in zip(units, labels, strict=True):
-            if u.extra.get("category") != c:
-                u = dataclasses.replace(u, extra={**u.extra, "category": c})
-            n = unit_tokens(u, comp.counter)
-            keep = comp._keep(c, scores)
-            protected = comp._protected(keep)
-            self.slots.append(
-                _Slot(u, c, protected, n, u, n, soft=protected and keep < 1, keep_p=keep)
+        self.units = units
+        self.config = config
+        self.costs = costs
+        self.summarizer = summarizer
+        self.warnings: list[str] = []
+        self.links = pair_links(units)
+        self.rendered_pairs = _adjacent_pairs(units, self.links)
+        self.items: list[list[int]] = []
+        for i in range(len(units)):
+            j = self.links.get(i)
+            if j is None:
+                self.items.append([i])
+            elif j > i:
+                self.items.append([i, j])
+        self.items.sort(key=lambda it: it[0])
+        self.info = self._infos(labels)
+        self._summaries: dict[tuple[int, int], str] = {}
+        self._locked: dict[int, Form] = {}  # units whose summary is written: they keep it
+        self._error_memo: dict[int, tuple[str, str]] = {}
+        # the offline summarizer costs nothing: its summaries may be rewritten at other lengths
+        self._free_summaries = isinstance(summarizer, ExtractiveSummarizer)
+        self._extractive = (
+            summarizer
+            if isinstance(summarizer, ExtractiveSummarizer)
+            else ExtractiveSummarizer(costs.counter)
+        )
+
+    # -- units ------------------------------------------------------------------------------
+
+    def _infos(self, labels: list[tuple[str, dict[str, float]]]) -> list[Info]:
+        c = self.config
+        units = self.units
+        pinned = pin_matcher(c.pins)
+        boosts = self._boosts(labels)
+        last_user = max(
+            (i for i, u in enumerate(units) if u.role == "user" and u.kind == "text"), default=-1
+        )
+        leading = 0
+        while leading < len(units) and units[leading].role == "system":
+            leading += 1
+        out = []
+        for i, (u, (cat, scores)) in enumerate(zip(units, labels, strict=True)):
+            total = sum(scores.values()) or 1.0
+            importance = sum(p * c.weights.get(k, 0.0) for k, p in scores.items()) / total
+            paired = i in self.rendered_pairs
+            n = self.costs.cost(u, paired, i < leading)
+            density = importance * boosts[i]
+            info = Info(
+                unit=u,
+                category=cat,
+                scores=scores,
+                tokens=n,
+                value=density * self._size(n),
+                density=density,
+                must_keep=_is_must_keep(cat, scores, c) or pinned(u),
+                pinned=pinned(u),
+                forced=u.kind == "thinking" and i > last_user,
+                paired=paired,
+                leading=i < leading,
             )
-        self.total = sum(s.tokens for s in self.slots)
-        self.partner = pair_links(units)
+            out.append(info)
+        first_user = next(
+            (
+                i
+                for i, info in enumerate(out)
+                if info.unit.role not in ("system", "assistant") and (info.must_keep or info.forced)
+            ),
+            len(out),
+        )
+        for i, info in enumerate(out):
+            if i < first_user and info.unit.role == "assistant":
+                info.opening = self.costs.opening()
+            if info.must_keep or info.forced:
+                info.fixed = Form("kept", info.tokens + info.opening, 1.0, info.unit)
+        return out
 
-    # -- tiers -----------------------------------------------------------------------------
+    def _size(self, tokens: int) -> float:
+        cap = self.config.value_saturation_tokens
+        return min(tokens, cap) + 0.1 * max(0, tokens - cap)
 
-    def fit(self, limit: int) -> None:
-        for step in (self.apply_strategies, self.merge_runs, self.drop_unprotected, self.drop_soft):
-            if step(limit):
-                return
-        if self.total <= limit:
+    def _boosts(self, labels: list[tuple[str, dict[str, float]]]) -> list[float]:
+        c = self.config
+        units = self.units
+        boost = [1.0] * len(units)
+        asks = [
+            i
+            for i, u in enumerate(units)
+            if u.role == "user" and u.kind == "text" and labels[i][0] not in DROPPABLE
+        ]
+        if asks:
+            boost[asks[0]] *= c.first_request_boost
+            if asks[-1] != asks[0]:
+                boost[asks[-1]] *= c.latest_user_boost
+        starts = step_starts(units)
+        if c.working_set_steps > 0 and starts:
+            for i in range(starts[max(0, len(starts) - c.working_set_steps)], len(units)):
+                boost[i] *= c.working_set_boost
+        return boost
+
+    def _shares(self, info: Info, col: int) -> float:
+        """The probability-weighted share of the unit's value a rendition keeps (SHARES col)."""
+        w = self.config.weights
+        num = sum(p * w.get(k, 0.0) * SHARES[k][col] for k, p in info.scores.items() if k in SHARES)
+        den = sum(p * w.get(k, 0.0) for k, p in info.scores.items() if k in SHARES)
+        return num / den if den else SHARES[info.category][col]
+
+    def _forms(self, i: int) -> list[Form]:
+        """Every rendition of unit i, verbatim first, dropped last."""
+        info = self.info[i]
+        u, n = info.unit, info.tokens
+        forms = [Form("kept", n + info.opening, 1.0, u)]
+        if u.kind != "thinking" and not u.extra.get("media_tokens"):
+            if u.kind == "tool_call" or (
+                info.scores.get("code", 0.0) >= 0.2 and u.kind != "thinking"
+            ):
+                self._add(forms, info, i, st.preserve_structure(u), "restructured", 0)
+            if u.kind != "tool_call" or st.long_values(u.text):
+                forms += self._summary_forms(info)
+            note = self._note(u)
+            if note is not None:
+                text, has_errors = note
+                self._add(forms, info, i, text, "noted", 3 if has_errors else 2)
+        forms.append(Form("dropped", 0, 0.0, None))
+        return forms
+
+    def _add(self, forms: list[Form], info: Info, i: int, text: str, action: str, col: int) -> None:
+        if text == info.unit.text:
+            return
+        new = rewrite(info.unit, text, STRATEGY_OF[action])
+        cost = self._cost(info, new)
+        if cost < info.tokens * 0.9:
+            forms.append(Form(action, cost + info.opening, self._shares(info, col), new))
+
+    def _cost(self, info: Info, unit: Unit) -> int:
+        """A rendition's own cost as sent (without the opening it may be charged)."""
+        return self.costs.cost(unit, info.paired, info.leading)
+
+    def _note(self, u: Unit) -> tuple[str, bool] | None:
+        if u.kind == "tool_call":
+            return st.call_placeholder(u), False
+        errors = self._errors(u)
+        if errors:
+            return errors, True
+        if u.kind == "tool_result":
+            return st.RESULT_PLACEHOLDER, False
+        if st.is_phase_boundary(u):
+            return st.phase_note(u), False
+        return None
+
+    def _errors(self, u: Unit) -> str:
+        """The unit's error lines (memoized: the notes and the summaries both ask)."""
+        key = id(u.text)
+        if key not in self._error_memo:
+            self._error_memo[key] = (u.text, st.error_excerpt(u.text))
+        return self._error_memo[key][1]
+
+    def _first_summary(self, info: Info) -> int:
+        """The shortest summary of a unit (whole cost, tokens): min_summary_tokens of text,
+        and room for its error lines."""
+        c = self.config
+        first = c.min_summary_tokens
+        errors = self._errors(info.unit)
+        if errors:  # a summary holds the error lines, whatever else it keeps
+            first = max(first, self.costs.counter.count(errors) + c.min_summary_tokens // 2)
+        return first + info.tokens - self.costs.counter.count(info.unit.text)
+
+    def _summary_share(self, info: Info, target: int) -> float:
+        """The share of a unit's value a summary of `target` tokens keeps (see SHARES), at
+        least what its note keeps (a summary holds the error lines a note would)."""
+        w = self.config.weights
+        r = min(1.0, max(0, target) / max(1, info.tokens))
+        num = den = 0.0
+        for k, p in info.scores.items():
+            if k in SHARES:
+                num += p * w.get(k, 0.0) * r ** SHARES[k][1]
+                den += p * w.get(k, 0.0)
+        share = num / den if den else r ** SHARES[info.category][1]
+        return max(share, self._shares(info, 3 if self._errors(info.unit) else 2))
+
+    def _summary_forms(self, info: Info) -> list[Form]:
+        forms = []
+        level = self._first_summary(info)
+        while level <= 0.9 * info.tokens:
+            share = self._summary_share(info, level)
+            forms.append(Form("summarized", level + info.opening, share, None, target=level))
+            level = max(level + 1, int(level * self.config.summary_step))
+        return forms
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self, limit: int | None, before: int, eager: bool) -> CompressionResult:
+        for i, info in enumerate(self.info):
+            info.forms = self._forms(i)
+        if limit is not None:
+            self._fit_must_keep(limit)
+        # Room for what the renderer adds when the output opens with the agent's turn: a
+        # constant of the input, so that the room left grows with the limit.
+        budget = limit
+        caps = self._caps() if eager else None
+        for attempt in range(6):
+            choice = self._choose(budget, caps)
+            written = self._write_summaries(choice)
+            out = self._output(choice)
+            total = self.costs.total(out)
+            if limit is None or budget is None:
+                break
+            if total > limit:
+                # Each unit's cost is its own, rendered alone; what the renderer adds or
+                # merges between units can differ a little: give back what the whole went
+                # over (twice as much each time, so that a few rounds always settle it).
+                budget -= (total - limit) << attempt
+            elif written and total < limit and not self._free_summaries:
+                # A model's summaries came in under their budgets: they stay as written (none
+                # is paid for and thrown away) and the room they left goes round again. (The
+                # extractive summarizer fills its budget to a line: no second round.)
+                self._locked.update((i, choice[i]) for i in written)
+            else:
+                break
+        if limit is not None and total > limit:
+            choice = self._last_resort(choice, limit)
+            out = self._output(choice)
+            total = self.costs.total(out)
+        self.choice = choice
+        return self.result(limit, before, tokens_after=total)
+
+    def _unit_forms(self, i: int, caps: dict[int, int] | None) -> list[Form]:
+        info = self.info[i]
+        if i in self._locked:
+            return [self._locked[i]]
+        if info.fixed is not None:
+            return [info.fixed]
+        if caps is None:
+            return info.forms
+        return [f for f in info.forms if _order(f) <= caps[i]]
+
+    def _item_options(
+        self, item: list[int], caps: dict[int, int] | None = None
+    ) -> list[tuple[Option, tuple[Form, ...]]]:
+        """(cost, value) of each allowed combination of the item's unit renditions: a pair
+        is dropped whole or not at all."""
+        per_unit = [self._unit_forms(i, caps) for i in item]
+        if len(item) == 1:
+            combos: list[tuple[Form, ...]] = [(f,) for f in per_unit[0]]
+        else:
+            combos = [
+                (a, b)
+                for a in per_unit[0]
+                for b in per_unit[1]
+                if (a.action == "dropped") == (b.action == "dropped")
+            ]
+            if not combos:  # a must-keep side fixed one way, the other side the other way
+                fixed = [self.info[i].fixed for i in item]
+                if any(f is not None and f.action == "dropped" for f in fixed):
+                    why = "must-keep overflow: dropped with its tool partner"
+                    drop = Form("dropped", 0, 0.0, None, reason=why)
+                    combos = [(drop, drop)]
+                else:  # the other side's note keeps the pair whole
+                    a, b = (self.info[i].fixed or self.info[i].forms[-2] for i in item)
+                    combos = [(a, b)]
+        out = []
+        for combo in combos:
+            cost = sum(f.cost for f in combo)
+            value = sum(self.info[i].value * f.share for i, f in zip(item, combo, strict=True))
+            out.append((Option(cost, value), combo))
+        return out
+
+    def _choose(self, budget: int | None, caps: dict[int, int] | None) -> dict[int, Form]:
+        options = [self._item_options(item, caps) for item in self.items]
+        if budget is None:  # no limit: each unit as its strategy says (its cap)
+            assert caps is not None
+            picks: list[int] | None = [
+                max(
+                    range(len(o)),
+                    key=lambda k, o=o, item=item: (
+                        all(_order(f) == caps[i] for i, f in zip(item, o[k][1], strict=True)),
+                        o[k][0].value,
+                        -o[k][0].cost,
+                    ),
+                )
+                for item, o in zip(self.items, options, strict=True)
+            ]
+        else:
+            picks = allocate([[o for o, _f in opts] for opts in options], budget)
+        if picks is None:  # the must-keep floor alone is over: keep the floor
+            picks = [
+                min(range(len(o)), key=lambda k, o=o: (o[k][0].cost, -o[k][0].value))
+                for o in options
+            ]
+        choice: dict[int, Form] = {}
+        for item, opts, k in zip(self.items, options, picks, strict=True):
+            for i, f in zip(item, opts[k][1], strict=True):
+                choice[i] = f
+        return choice
+
+    def _caps(self) -> dict[int, int]:
+        """Each unit's category strategy (TAXONOMY.md) as the most it may keep; a tool pair
+        goes whole only when both sides' strategies drop it."""
+        want = {i: self._strategy_form(info) for i, info in enumerate(self.info)}
+        caps = {}
+        for i, info in enumerate(self.info):
+            w = want[i]
+            j = self.links.get(i)
+            if j is not None and w == "dropped" and want[j] != "dropped":
+                w = "noted"  # the stand-in that keeps its partner's pair whole
+            have = [f for f in info.forms if f.action == w]
+            if have and w == "summarized":  # the length the config asks, or the next below
+                c = self.config
+                overhead = info.tokens - self.costs.counter.count(info.unit.text)
+                want_tokens = overhead + min(
+                    c.max_summary_tokens,
+                    max(c.min_summary_tokens, int(info.tokens * c.summary_ratio)),
+                )
+                fit = [f for f in have if f.target <= want_tokens] or have[:1]
+                caps[i] = max(_order(f) for f in fit)
+            elif have:
+                caps[i] = min(_order(f) for f in have)
+            else:  # none shorter than the unit itself (too short to summarize): verbatim
+                caps[i] = _order(info.forms[0])
+        return caps
+
+    def _strategy_form(self, info: Info) -> str:
+        strategy = self.config.strategies[info.category]
+        u = info.unit
+        if u.kind == "thinking":  # kept or dropped whole
+            return "dropped" if strategy in ("drop", "drop_or_minimal") else "kept"
+        if strategy == "verbatim":
+            return "kept"
+        if strategy == "preserve_structure" or (strategy == "summarize" and u.kind == "tool_call"):
+            return "restructured"
+        if strategy == "summarize":
+            return "summarized"
+        if strategy == "drop_or_minimal" and st.is_phase_boundary(u):
+            return "noted"
+        return "dropped"
+
+    # -- must-keep overflow -----------------------------------------------------------------
+
+    def _fit_must_keep(self, limit: int) -> None:
+        """Bring the must-keep units under the limit as `on_must_keep_overflow` says; raises
+        MustKeepOverflow when they cannot be."""
+        item_of = {i: k for k, item in enumerate(self.items) for i in item}
+        floors = {
+            k: self._item_floor(item)
+            for k, item in enumerate(self.items)
+            if any(self.info[i].fixed is not None for i in item)
+        }
+        need = sum(floors.values())
+        if need == 0 or need + self._floor_opening() <= limit:
             return
         policy = self.config.on_must_keep_overflow
         if policy == "error":
-            raise MustKeepOverflow(self.total, limit)
-        if policy == "summarize_largest" and self.summarize_largest(limit):
-            return
-        for i, s in enumerate(self.slots):  # truncate_oldest: the last resort, recorded as dropped
-            if s.out is not None:
-                self._drop(i, force=True)
-                if self.total <= limit:
+            raise MustKeepOverflow(need + self._floor_opening(), limit)
+        # Signed thinking of the last turn goes back unchanged (the API checks it); thinking
+        # without a signature is only ever replayed as text, so it gives way like the rest.
+        movable = [
+            i
+            for i, info in enumerate(self.info)
+            if info.fixed is not None
+            and not info.pinned
+            and not (info.forced and signed(info.unit))
+        ]
+
+        def change(i: int, form: Form) -> bool:
+            """Give unit i a new rendition if that lowers the floor; True once it fits."""
+            nonlocal need
+            k = item_of[i]
+            old = self.info[i].fixed
+            self.info[i].fixed = form
+            floor = self._item_floor(self.items[k])
+            if floor >= floors[k] and form.action != "dropped":
+                self.info[i].fixed = old  # saved nothing
+                return False
+            need += floor - floors[k]
+            floors[k] = floor
+            # an empty output costs nothing at all, not even what the renderer adds
+            return need == 0 or need + self._floor_opening() <= limit
+
+        if policy != "truncate_oldest":
+            for i, form in self._duplicates(movable):
+                if change(i, form):
                     return
+        if policy == "summarize":
+            order = sorted(movable, key=lambda i: (self.info[i].density, -self.info[i].tokens, i))
+        elif policy == "summarize_largest":
+            order = sorted(movable, key=lambda i: (-self.info[i].tokens, i))
+        else:
+            order = sorted(movable)
+        # A fixed sequence of steps, whatever the limit (so that a larger limit never changes
+        # more): the units in that order, first each summarized at shorter and shorter
+        # lengths, then each as a note, then each dropped; as many steps as the limit needs.
+        passes = ("dropped",) if policy == "truncate_oldest" else ("summarized", "noted", "dropped")
+        for action in passes:
+            for i in order:
+                for form in self._overflow_steps(self.info[i], action):
+                    fixed = self.info[i].fixed
+                    if fixed is None or form.cost >= fixed.cost and action != "dropped":
+                        continue
+                    if change(i, form):
+                        return
+        raise MustKeepOverflow(need, limit, "the pinned units and the last turn's signed thinking")
 
-    def apply_strategies(self, limit: int | None) -> bool:
-        """Each category's strategy, least important category first, oldest unit first."""
-        for cat in reversed(CATEGORIES):
-            strategy = self.config.strategies[cat]
-            if strategy == "verbatim":
+    def _item_floor(self, item: list[int]) -> int:
+        """The least an item costs with its must-keep units as they are fixed (without the
+        opening charged to agent units: `_floor_opening` adds it once)."""
+        return min(
+            sum(f.cost - (self.info[i].opening if f.unit is not None or f.action != "dropped" else 0)
+                for i, f in zip(item, forms, strict=True))
+            for _o, forms in self._item_options(item)
+        )  # fmt: skip
+
+    def _floor_opening(self) -> int:
+        """What the renderer adds to the must-keep units alone: the opening, when the first of
+        them after the system prompt is the agent's."""
+        for info in self.info:
+            kept = info.fixed is not None and info.fixed.action != "dropped"
+            if kept and info.unit.role != "system":
+                return self.costs.opening() if info.unit.role == "assistant" else 0
+        return 0
+
+    def _duplicates(self, movable: list[int]) -> list[tuple[int, Form]]:
+        """Later copies of a repeated must-keep text, as notes pointing at the first."""
+        first: dict[tuple[str, str], int] = {}
+        out = []
+        for i in sorted(movable):
+            info = self.info[i]
+            u = info.unit
+            if u.kind != "text" or info.tokens < self.config.dedup_min_tokens:
                 continue
-            for i in self._loss_order:
-                s = self.slots[i]
-                if s.category != cat or s.out is None or s.action != "kept" or s.tried:
-                    continue
-                if s.protected:  # kept verbatim on the classifier's must-keep probability
-                    continue
-                s.tried = True  # a strategy that saved nothing is not paid for twice
-                self._apply(i, strategy, None if limit is None else self.total - limit)
-                if limit is not None and self.total <= limit:
-                    return True
-        return False
-
-    def merge_runs(self, limit: int) -> bool:
-        """Runs of consecutive same-category, same-role units become one summary each."""
-        for run in self._runs():
-            tokens = sum(self.slots[i].tokens for i in run)
-            if tokens <= self.config.group_summary_tokens:
+            key = (u.role, u.text)
+            if key not in first:
+                first[key] = i
                 continue
-            # shrink to the group budget, or less hard when the limit needs less
-            self._merge(run, max(self.config.group_summary_tokens, tokens - (self.total - limit)))
-            if self.total <= limit:
-                return True
-        return False
+            note = rewrite(u, st.duplicate_note(u), "duplicate")
+            cost = self._cost(info, note) + info.opening
+            reason = f"must-keep overflow: a repeat of {self.units[first[key]].id}, kept above"
+            out.append((i, Form("noted", cost, 0.95, note, reason=reason)))
+        return out
 
-    def drop_soft(self, limit: int) -> bool:
-        """Soft must-keep units: before any sure one is lost."""
-        for i in self._loss_order:
-            s = self.slots[i]
-            if s.soft and s.out is not None and not s.placeholder:
-                self._drop(i)
-                if self.total <= limit:
-                    return True
-        return self.total <= limit
+    def _overflow_steps(self, info: Info, action: str) -> list[Form]:
+        """A must-keep unit's renditions for one pass of an overflow, longest first."""
+        u = info.unit
+        why = {
+            "summarize": "lowest value first",
+            "summarize_largest": "largest first",
+            "truncate_oldest": "oldest first",
+        }[self.config.on_must_keep_overflow]
+        reason = f"must-keep overflow: {action} ({why})"
+        if u.kind == "thinking":  # dropped whole, or kept: its summary is to go
+            if action == "noted":
+                return []
+            return [Form("dropped", 0, 0.0, None, reason=f"must-keep overflow: dropped ({why})")]
+        if action == "dropped":  # a tool unit's partner goes with it
+            return [Form("dropped", 0, 0.0, None, reason=reason)]
+        if action == "summarized":
+            steps = [f for f in info.forms if f.action in ("summarized", "restructured")]
+            steps.sort(key=lambda f: -f.cost)
+            return [dataclasses.replace(f, reason=reason) for f in steps]
+        if u.kind == "tool_call":
+            text = st.call_placeholder(u)
+        elif u.kind == "tool_result":
+            text = st.result_note(u)
+        else:
+            text = st.omitted_note(u)
+        note = rewrite(u, text, "note")
+        cost = self._cost(info, note) + info.opening
+        return [Form("noted", cost, self._shares(info, 2), note, reason=reason)]
 
-    def drop_unprotected(self, limit: int) -> bool:
-        for i in self._loss_order:
-            s = self.slots[i]
-            if s.out is not None and not s.protected and not s.placeholder:
-                self._drop(i)
-                if self.total <= limit:
-                    return True
-        return self.total <= limit
+    def _last_resort(self, choice: dict[int, Form], limit: int) -> dict[int, Form]:
+        """Over the limit after every correction (a renderer that adds far more than its
+        units say): drop whole items, least value per token first, until it fits."""
+        choice = dict(choice)
 
-    def summarize_largest(self, limit: int) -> bool:
-        """Overflow: summarize the must-keep units still verbatim, largest first."""
+        def worth(k: int) -> tuple[float, int]:
+            item = self.items[k]
+            value = sum(choice[i].share * self.info[i].value for i in item)
+            return value / max(1, sum(choice[i].cost for i in item)), k
+
         order = sorted(
-            (i for i, s in enumerate(self.slots) if s.out is not None and s.action == "kept"),
-            key=lambda i: -self.slots[i].tokens,
+            (k for k, item in enumerate(self.items) if not any(self.info[i].forced for i in item)),
+            key=lambda k: (any(self.info[i].must_keep for i in self.items[k]), worth(k)),
         )
-        for i in order:
-            s = self.slots[i]
-            if s.unit.kind == "tool_call" or s.category == "code":  # keeps its JSON / structure
-                self._apply(i, "preserve_structure")
-            else:  # as hard as the limit needs, down to a minimal summary
-                self._summarize(
-                    i, max(self.config.min_summary_tokens, s.tokens - (self.total - limit))
+        over = self.costs.total(self._output(choice)) - limit
+        freed = 0
+        for k in order:
+            if over <= 0:
+                break
+            item = self.items[k]
+            freed += sum(choice[i].cost for i in item)
+            for i in item:
+                why = "over the limit as rendered"
+                if self.info[i].must_keep:
+                    why = f"must-keep overflow: dropped ({why})"
+                choice[i] = Form("dropped", 0, 0.0, None, reason=why)
+            if freed >= over:  # by the units' own counts: check the whole
+                over = self.costs.total(self._output(choice)) - limit
+                freed = 0
+        return choice
+
+    # -- summaries ----------------------------------------------------------------------------
+
+    def _write_summaries(self, choice: dict[int, Form]) -> list[int]:
+        """Write the summaries the choice needs (only those), LLM calls concurrently; returns
+        the units whose summary is new in the choice."""
+        pending = [
+            i
+            for i, f in choice.items()
+            if f.action == "summarized" and f.unit is None and (i, f.target) not in self._summaries
+        ]
+        # A tool call stays JSON: its long values are summarized in line, extractively.
+        for i in pending:
+            u = self.info[i].unit
+            if u.kind == "tool_call":
+                budget = choice[i].target - (self.info[i].tokens - self.costs.counter.count(u.text))
+                text = st.summarize_call(
+                    u.text, budget, self._extractive.summarize, self.costs.counter.count
                 )
-            if self.total <= limit:
-                return True
-        return False
+                self._summaries[i, choice[i].target] = text or st.call_placeholder(u)
+        todo = [i for i in pending if self.info[i].unit.kind != "tool_call"]
+        jobs = []
+        for i in todo:
+            f = choice[i]
+            u = self.info[i].unit
+            budget = f.target - (self.info[i].tokens - self.costs.counter.count(u.text))
+            jobs.append((u.text, max(1, budget)))
+        extractive = isinstance(self.summarizer, ExtractiveSummarizer)
+        errors = {}
+        if not extractive:  # a model may paraphrase error lines: they go first, verbatim
+            for k, i in enumerate(todo):
+                e = st.error_excerpt(self.info[i].unit.text)
+                if e:
+                    errors[k] = e
+                    left = jobs[k][1] - self.costs.counter.count(e) - 1
+                    jobs[k] = (self.info[i].unit.text, max(1, left))
+        texts = summarize_all(self.summarizer, jobs, self.config.summary_concurrency)
+        for k, (i, text) in enumerate(zip(todo, texts, strict=True)):
+            if k in errors:
+                text = errors[k] + "\n" + text if jobs[k][1] > 1 else errors[k]
+            self._summaries[i, choice[i].target] = text
+        fresh = []
+        for i, f in choice.items():
+            if f.action == "summarized" and f.unit is None:
+                info = self.info[i]
+                text = self._summaries[i, f.target]
+                new = rewrite(info.unit, text, "summarize")
+                cost = self._cost(info, new)
+                if cost > f.target and info.unit.kind == "tool_call":  # keep it JSON
+                    new = rewrite(info.unit, st.call_placeholder(info.unit), "summarize")
+                    cost = self._cost(info, new)
+                elif cost > f.target:  # a summarizer that overshot its budget: cut it to size
+                    fallback = self._extractive
+                    text = fallback.summarize(
+                        text, max(1, f.target - (cost - self.costs.counter.count(text)))
+                    )
+                    new = rewrite(info.unit, text, "summarize")
+                    cost = self._cost(info, new)
+                elif self._free_summaries and info.unit.kind != "tool_call":
+                    new, cost = self._top_up(i, f.target, new, cost)
+                choice[i] = dataclasses.replace(f, unit=new, cost=cost + info.opening)
+                fresh.append(i)
+        return fresh
 
-    def refill(self, limit: int) -> None:
-        """Undo losses the limit turned out not to need (a tier stops at the unit that brings
-        the total under the limit, which can free far more than needed): the units most likely
-        must-keep first, newest first among equals, each back verbatim if it still fits.
-        Merged units stay merged; a dropped tool unit stays dropped with its partner."""
-        for i in reversed(self._loss_order):
-            s = self.slots[i]
-            if s.action == "kept" or s.into is not None:  # verbatim, or inside a summary
-                continue
-            if s.out is None and i in self.partner:  # its pair went as a whole
-                continue
-            if s.tokens_before - s.tokens <= limit - self.total:
-                self.total += s.tokens_before - s.tokens
-                s.out, s.tokens, s.action, s.placeholder = s.unit, s.tokens_before, "kept", False
+    def _top_up(self, i: int, target: int, new: Unit, cost: int) -> tuple[Unit, int]:
+        """An extractive summary keeps whole lines, so it can come in well under its target:
+        ask again for the room it left (free: no model is called)."""
+        info = self.info[i]
+        overhead = info.tokens - self.costs.counter.count(info.unit.text)
+        for _try in range(2):
+            if cost >= 0.95 * target:
+                break
+            budget = target - overhead + (target - cost)
+            text = self._extractive.summarize(info.unit.text, budget)
+            more = rewrite(info.unit, text, "summarize")
+            n = self._cost(info, more)
+            if n > target or n <= cost:
+                break
+            new, cost = more, n
+            self._summaries[i, target] = text
+        return new, cost
 
-    @functools.cached_property
-    def _loss_order(self) -> list[int]:
-        """Slot indices, the least likely must-keep first (5% steps), oldest first among equals."""
-        return sorted(range(len(self.slots)), key=lambda i: (int(self.slots[i].keep_p * 20), i))
+    # -- output -------------------------------------------------------------------------------
 
-    # -- actions ---------------------------------------------------------------------------
+    def _output(self, choice: dict[int, Form]) -> list[Unit]:
+        return [f.unit for i in range(len(self.units)) if (f := choice[i]).unit is not None]
 
-    def _apply(self, i: int, strategy: str, excess: int | None = None) -> None:
-        """Apply a strategy to slot i; a summary shrinks no further than `excess` tokens need."""
-        s = self.slots[i]
-        u = s.unit
-        if strategy == "drop":
-            self._drop(i)
-        elif strategy == "drop_or_minimal":
-            if u.kind in ("text", "thinking") and st.is_phase_boundary(u):
-                self._set(i, st.phase_note(u), "noted", "drop_or_minimal")
-            else:
-                self._drop(i)
-        elif strategy == "preserve_structure" or (
-            strategy == "summarize" and u.kind == "tool_call"
-        ):
-            # a tool call's input must stay JSON: shrink its values rather than summarize it
-            self._set(i, st.preserve_structure(u), "restructured", "preserve_structure")
-        elif strategy == "summarize":
-            c = self.config
-            target = min(
-                c.max_summary_tokens, max(c.min_summary_tokens, int(s.tokens * c.summary_ratio))
-            )
-            if excess is not None:
-                target = max(target, s.tokens - excess)
-            self._summarize(i, target)
-
-    def _summarize(self, i: int, target: int) -> None:
-        """Summarize slot i's text down to about `target` tokens (the unit's, all told)."""
-        s = self.slots[i]
-        if s.tokens > target:
-            text = self.comp.summarizer.summarize(
-                s.unit.text, target - (s.tokens - self._count(s.unit.text))
-            )
-            self._set(i, text, "summarized", "summarize")
-
-    def _set(
-        self, i: int, text: str, action: str, strategy: str, placeholder: bool = False
-    ) -> None:
-        """Replace slot i's output text, if that saves tokens."""
-        s = self.slots[i]
-        new = dataclasses.replace(
-            s.unit,
-            text=text,
-            extra={**s.unit.extra, "strategy": strategy, "source_ids": _sources(s.unit)},
-        )
-        n = unit_tokens(new, self.comp.counter)
-        if n >= s.tokens:  # no saving: keep the text (as the stand-in, when one is asked for)
-            s.placeholder = s.placeholder or placeholder
-            return
-        self.total += n - s.tokens
-        s.out, s.tokens, s.action, s.placeholder = new, n, action, placeholder
-
-    def _remove(self, i: int, action: str = "dropped", into: str | None = None) -> None:
-        s = self.slots[i]
-        self.total -= s.tokens
-        s.out, s.tokens, s.action, s.into, s.placeholder = None, 0, action, into, False
-
-    def _drop(self, i: int, force: bool = False) -> None:
-        """Drop slot i; a tool unit whose partner stays substantive becomes a stand-in instead."""
-        s = self.slots[i]
-        j = self.partner.get(i)
-        p = self.slots[j] if j is not None else None
-        if p is not None and p.out is not None and not p.placeholder and not force:
-            if not s.placeholder:
-                text = (
-                    st.call_placeholder(s.unit)
-                    if s.unit.kind == "tool_call"
-                    else st.RESULT_PLACEHOLDER
-                )
-                self._set(i, text, "noted", "placeholder", placeholder=True)
-            return
-        for k in [i, *s.members]:
-            self._remove(k)
-        if p is not None and p.out is not None:  # its stand-in (or, forced, the partner itself)
-            if force:
-                self._drop(j, force=True)
-            else:
-                self._remove(j)
-
-    def _runs(self) -> list[list[int]]:
-        """Runs of live, unprotected, mergeable units with the same (category, role), in order."""
-        runs: list[list[int]] = []
-        key = None
-        for i, s in enumerate(self.slots):
-            if s.out is None:
-                continue  # dropped units do not break a run: they are gone from the output
-            k = (s.category, s.unit.role) if self._mergeable(i) else None
-            if k is not None and k == key:
-                runs[-1].append(i)
-            elif k is not None:
-                runs.append([i])
-            key = k
-        return runs
-
-    def _mergeable(self, i: int) -> bool:
-        s = self.slots[i]
-        if s.protected or s.placeholder or s.members:
-            return False
-        j = self.partner.get(i)
-        # a tool unit may become text only when its partner is gone or a mere stand-in
-        return j is None or self.slots[j].out is None or self.slots[j].placeholder
-
-    def _merge(self, run: list[int], budget: int) -> None:
-        head = self.slots[run[0]].unit
-        parts = []
-        for i in run:
-            u = self.slots[i].out
-            assert u is not None
-            label = f"[{u.tool_name} result]\n" if u.kind == "tool_result" and u.tool_name else ""
-            parts.append(label + u.text)
-        # a summary is prose: tool units become text (their stand-ins go), results speak as user
-        alone = len(run) == 1 and head.kind in ("text", "thinking")
-        merged = Unit(
-            id=head.id if len(run) == 1 else f"{head.id}+{len(run) - 1}",
-            session_id=head.session_id,
-            index=head.index,
-            role="user" if head.role == "tool" else head.role,
-            kind=head.kind if alone else "text",
-            text="",
-            timestamp=head.timestamp,
-            extra={
-                "category": self.slots[run[0]].category,
-                "strategy": "summarize",
-                "source_ids": [sid for i in run for sid in _sources(self.slots[i].unit)],
-            },
-        )
-        overhead = unit_tokens(merged, self.comp.counter)
-        merged.text = self.comp.summarizer.summarize(parts, max(1, budget - overhead))
-        n = unit_tokens(merged, self.comp.counter)
-        members = []
-        for i in run:
-            self._remove(i, "merged", merged.id)
-            members.append(i)
-            j = self.partner.get(i)
-            if j is not None and self.slots[j].out is not None:  # its stand-in goes with it
-                self._remove(j, "merged", merged.id)
-                members.append(j)
-        h = self.slots[run[0]]
-        h.out, h.tokens, h.members = merged, n, members[1:]
-        h.action = "summarized" if len(run) == 1 else "merged"
-        h.into = merged.id
-        self.total += n
-
-    def _count(self, text: str) -> int:
-        return self.comp.counter.count(text)
-
-    # -- result ----------------------------------------------------------------------------
-
-    def result(self, limit: int | None) -> CompressionResult:
-        before: Counter = Counter()
-        after: Counter = Counter()
+    def result(
+        self,
+        limit: int | None,
+        before: int,
+        tokens_after: int | None = None,
+        unchanged: bool = False,
+    ) -> CompressionResult:
+        if unchanged:
+            self.choice = {
+                i: Form("kept", info.tokens, 1.0, info.unit) for i, info in enumerate(self.info)
+            }
+        before_by: Counter = Counter()
+        after_by: Counter = Counter()
         records = []
         units = []
-        for s in self.slots:
-            before[s.category] += s.tokens_before
-            if s.out is not None:
-                units.append(s.out)
-                after[s.category] += s.tokens
-            out_id = s.out.id if s.out is not None else s.into
-            tokens = s.tokens if s.out is not None else 0
+        for i, info in enumerate(self.info):
+            f = self.choice[i]
+            before_by[info.category] += info.tokens
+            out_id = None
+            if f.unit is not None:
+                out = f.unit
+                if out.extra.get("category") != info.category:
+                    out = dataclasses.replace(out, extra={**out.extra, "category": info.category})
+                units.append(out)
+                out_id = out.id
+                after_by[info.category] += f.cost - info.opening
             records.append(
-                UnitRecord(s.unit.id, s.category, s.action, s.tokens_before, tokens, out_id)
+                UnitRecord(
+                    info.unit.id,
+                    info.category,
+                    f.action,
+                    info.tokens,
+                    f.cost - info.opening if f.unit is not None else 0,
+                    out_id,
+                    info.scores,
+                    info.must_keep or info.forced,
+                    f.reason,
+                )
             )
         return CompressionResult(
             units=units,
             records=records,
             token_limit=limit,
-            tokens_before=sum(before.values()),
-            tokens_after=self.total,
-            tokens_before_by_category={c: before[c] for c in CATEGORIES if before[c]},
-            tokens_after_by_category={c: after[c] for c in CATEGORIES if after[c]},
+            tokens_before=before,
+            tokens_after=before if unchanged else (tokens_after or 0),
+            tokens_before_by_category={c: before_by[c] for c in CATEGORIES if before_by[c]},
+            tokens_after_by_category={c: after_by[c] for c in CATEGORIES if after_by[c]},
+            target=self.costs.target,
+            warnings=list(self.warnings),
+            value_before=sum(info.value for info in self.info),
+            value_after=sum(info.value * self.choice[i].share for i, info in enumerate(self.info)),
         )
 
 
-def _sources(unit: Unit) -> list[str]:
-    """The input units a unit stands for: its own id, or those of the units it was made from."""
-    return list(unit.extra.get("source_ids") or [unit.id])
+STRATEGY_OF = {"restructured": "preserve_structure", "summarized": "summarize", "noted": "note"}
+
+
+def _order(f: Form) -> int:
+    """A rendition's place from dropped (0) to verbatim, summaries by length."""
+    return RANK[f.action] * 1_000_000 + (f.target if f.action == "summarized" else 0)
+
+
+def rewrite(unit: Unit, text: str, strategy: str) -> Unit:
+    """A unit with new text: marked with its strategy and the ids it stands for, without the
+    raw provider block it was read from (contract C1: the renderer must not emit it)."""
+    extra = {k: v for k, v in unit.extra.items() if k != "raw"}
+    extra["strategy"] = strategy
+    extra["source_ids"] = list(unit.extra.get("source_ids") or [unit.id])
+    return dataclasses.replace(unit, text=text, extra=extra)
+
+
+# --- tool pairs ---------------------------------------------------------------------------------
 
 
 def orphan_call_ids(units: Iterable[Unit]) -> set[str]:
     """Call ids that have a tool call without its result or a result without its call."""
-    calls: set[str] = set()
-    results: set[str] = set()
+    calls: Counter = Counter()
+    results: Counter = Counter()
     for u in units:
         if u.call_id and u.kind == "tool_call":
-            calls.add(u.call_id)
+            calls[u.call_id] += 1
         elif u.call_id and u.kind == "tool_result":
-            results.add(u.call_id)
-    return calls ^ results
+            results[u.call_id] += 1
+    return {cid for cid in calls.keys() | results.keys() if calls[cid] != results[cid]}
 
 
 def pair_links(units: Sequence[Unit]) -> dict[int, int]:
-    """index -> partner index, for each tool call whose result is also present (first of each)."""
-    calls: dict[str, int] = {}
-    results: dict[str, int] = {}
+    """index -> partner index for each tool call and its result: the i-th call with an id is
+    paired with the i-th result with that id, when the result comes after the call."""
+    calls: dict[str, list[int]] = {}
+    results: dict[str, list[int]] = {}
     for i, u in enumerate(units):
         if u.call_id:
             if u.kind == "tool_call":
-                calls.setdefault(u.call_id, i)
+                calls.setdefault(u.call_id, []).append(i)
             elif u.kind == "tool_result":
-                results.setdefault(u.call_id, i)
+                results.setdefault(u.call_id, []).append(i)
     links = {}
-    for cid, i in calls.items():
-        j = results.get(cid)
-        if j is not None:
-            links[i], links[j] = j, i
+    for cid, cs in calls.items():
+        for i, j in zip(cs, results.get(cid, ()), strict=False):
+            if i < j:
+                links[i], links[j] = j, i
     return links
+
+
+def _adjacent_pairs(units: Sequence[Unit], links: dict[int, int]) -> set[int]:
+    """The paired units the renderer keeps paired: the result in the user-side run right after
+    the agent's run that holds the call (an agent reply in between leaves the call answered by
+    a stand-in and the result as text)."""
+    agent_before = [0]  # agent units before each position
+    for u in units:
+        agent_before.append(agent_before[-1] + (u.role == "assistant"))
+    first_other = [len(units)] * (len(units) + 1)  # the first non-agent unit at or after k
+    for k in range(len(units) - 1, -1, -1):
+        first_other[k] = k if units[k].role != "assistant" else first_other[k + 1]
+    out = set()
+    for i, j in links.items():
+        if i < j:
+            f = first_other[i + 1]
+            if f >= j or agent_before[j] == agent_before[f]:
+                out |= {i, j}
+    return out
+
+
+def unique_call_ids(units: list[Unit]) -> tuple[list[Unit], list[str]]:
+    """The units with each repeated call id made unique (the APIs reject two tool calls with
+    one id): the k-th call with id X and the k-th result with id X become X_k. The renamed
+    units lose their raw block (it holds the old id). Returns the units and one line per
+    rename."""
+    count: Counter = Counter((u.kind, u.call_id) for u in units if u.call_id)
+    if all(n == 1 for n in count.values()):
+        return units, []
+    taken = {u.call_id for u in units if u.call_id}
+    seen: Counter = Counter()
+    new_id: dict[tuple[str, int], str] = {}
+    out = []
+    warnings = []
+    for u in units:
+        if not u.call_id or u.kind not in ("tool_call", "tool_result"):
+            out.append(u)
+            continue
+        seen[u.kind, u.call_id] += 1
+        k = seen[u.kind, u.call_id]
+        if k == 1:
+            out.append(u)
+            continue
+        key = (u.call_id, k)
+        if key not in new_id:
+            n = k
+            while f"{u.call_id}_{n}" in taken:
+                n += 1
+            new_id[key] = f"{u.call_id}_{n}"
+            taken.add(new_id[key])
+            warnings.append(f"{u.id}: repeated call id {u.call_id!r} renamed {new_id[key]!r}")
+        extra = {k2: v for k2, v in u.extra.items() if k2 != "raw"}
+        extra["call_id_was"] = u.call_id
+        out.append(dataclasses.replace(u, call_id=new_id[key], extra=extra))
+    return out, warnings
+
+
+def step_starts(units: Sequence[Unit]) -> list[int]:
+    """Where each agent step begins: a user's text after other roles, or the agent's reply
+    after input."""
+    starts = []
+    for i, u in enumerate(units):
+        prev = units[i - 1].role if i else None
+        if (u.role == "assistant" and prev != "assistant") or (
+            u.role == "user" and u.kind == "text" and prev not in ("user", None)
+        ):
+            starts.append(i)
+    return starts
+
+
+def default_classifier() -> Any:
+    """The shipped classifier, else the heuristic labeller (see `load_categorizer`)."""
+    return load_categorizer()
 
 
 __all__ = [
     "ACTIONS",
+    "DEFAULT_WEIGHTS",
+    "OVERFLOW_POLICIES",
     "CompressionResult",
     "CompressorConfig",
     "MustKeepOverflow",
@@ -597,4 +1297,6 @@ __all__ = [
     "UnitRecord",
     "orphan_call_ids",
     "pair_links",
+    "resolve_limit",
+    "unique_call_ids",
 ]

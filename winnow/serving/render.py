@@ -268,7 +268,7 @@ def _anthropic_block(b: _Block) -> dict[str, Any]:
 def _input(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return {"input": text}
     return value if isinstance(value, dict) else {"input": value}
 

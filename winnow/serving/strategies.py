@@ -1,16 +1,21 @@
 """Per-category rewrites of one unit: the text side of the strategies in TAXONOMY.md.
 
-Pure functions of a unit's text, so compression stays deterministic:
+Pure functions of a unit's text, so compression stays deterministic, and each linear in its
+input (no regex that can backtrack over more than one line, no pairwise diff):
 - `preserve_structure`: code keeps signatures, changed lines and paths; bodies and comments shrink.
 - `is_phase_boundary` / `phase_note`: what survives of a `drop_or_minimal` unit.
-- `call_placeholder` / `RESULT_PLACEHOLDER`: the short stand-ins that keep a tool pair whole.
+- `call_placeholder` / `result_note` / `RESULT_PLACEHOLDER`: the one-line notes of a tool pair:
+  the call keeps what identifies it (path, command, pattern, url, description, skill, subagent
+  type), the result its error lines or a placeholder.
+- `error_lines` / `error_excerpt`: the lines of a text that report an error, kept verbatim.
+- `duplicate_note`: what a repeated copy of a unit becomes.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from winnow.data import cues
@@ -36,11 +41,18 @@ _LINENO = re.compile(r"^(\s*\d+(?:→|\t| \| |: ))")  # Claude Code / cat -n / e
 _DIFF_KEEP = re.compile(
     r"^(?:diff --git |index |--- |\+\+\+ |@@|\*\*\* |[+-]|Binary files |new file|deleted file|rename )"
 )
-_FENCE = re.compile(r"^\s*```")
-# Keys of a tool call's input that hold a path, a command or a name: never shortened.
-_KEEP_KEYS = re.compile(
-    r"path|file|dir|cwd|command|cmd|pattern|glob|query|url|name|id|line|range|mode|kind|lang", re.I
+# A fence opens a line (indented at most by spaces and tabs: `\s*` would run across blank
+# lines, and backtrack over each run once per line start).
+_FENCE = re.compile(r"^[ \t]*```")
+# Words of a tool call's input keys (split at `_`, `-` and camelCase) whose values identify
+# the call: a path, a command, a pattern, a name. Never shortened, and all a note keeps.
+IDENTITY_WORDS = frozenset(
+    "path paths file files filename dir directory cwd workdir command cmd pattern glob query "
+    "queries url uri name id description skill args subagent subject task status session "
+    "line lines offset limit range mode kind lang language repo pr number title branch ref "
+    "target type".split()
 )
+_KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _OLD_KEYS = frozenset({"old_string", "old_str", "old", "search", "original"})
 _NEW_KEYS = frozenset({"new_string", "new_str", "new", "replace", "replacement"})
 
@@ -60,11 +72,17 @@ def preserve_structure(unit: Unit) -> str:
     text = unit.text
     if unit.kind == "tool_call":
         out = _shrink_call(text)
-    elif _FENCE.search(text) and not _LINENO.match(text):
+    elif not _LINENO.match(text) and re.search(r"^[ \t]*```", text, re.M):
         out = _shrink_fenced(text)
     else:
         out = shrink_code(text)
     return out if len(out) < len(text) else text
+
+
+def is_identity_key(key: str) -> bool:
+    """Whether a tool input key names what the call acts on (`file_path`, `subagent_type`,
+    `taskId`; not `model`, `old_string`, `content`)."""
+    return any(w.lower() in IDENTITY_WORDS for w in _KEY_WORD.findall(key))
 
 
 def shrink_code(text: str) -> str:
@@ -127,26 +145,32 @@ def _cut(line: str) -> str:
 
 
 def _shrink_fenced(text: str) -> str:
-    """Prose stays; the code inside ``` fences is shrunk."""
-    parts = re.split(r"(^\s*```[^\n]*$)", text, flags=re.M)
-    inside = False
+    """Prose stays; the code inside ``` fences is shrunk (an unclosed fence runs to the end)."""
     out: list[str] = []
-    for part in parts:
-        if _FENCE.match(part):
+    code: list[str] = []
+    inside = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            if inside:
+                out.append(shrink_code("\n".join(code)))
+                code.clear()
             inside = not inside
-            out.append(part)
+            out.append(line)
+        elif inside:
+            code.append(line)
         else:
-            out.append(shrink_code(part) if inside else part)
-    return "".join(out)
+            out.append(line)
+    if code:
+        out.append(shrink_code("\n".join(code)))
+    return "\n".join(out)
 
 
 def _shrink_call(text: str) -> str:
     """A tool call's JSON input with its path kept, edit strings cut to heads and changed lines."""
     try:
-        args = json.loads(text)
-    except ValueError:
+        return _compact_json(_shrink_value(json.loads(text), None, None))
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return shrink_code(text)
-    return _compact_json(_shrink_value(args, None, args))
 
 
 def _shrink_value(value: Any, key: str | None, parent: Any) -> Any:
@@ -158,13 +182,63 @@ def _shrink_value(value: Any, key: str | None, parent: Any) -> Any:
         return value
     k = (key or "").lower()
     if "\n" not in value:  # paths, commands, names stay whole; other long strings are cut
-        return value if _KEEP_KEYS.search(k) else _cut(value)
+        return value if is_identity_key(k) else _cut(value)
     if k in _OLD_KEYS:
         return _head(value)
     if k in _NEW_KEYS:
         old = next((parent[o] for o in _OLD_KEYS if isinstance(parent, dict) and o in parent), "")
         return _changed(value, old if isinstance(old, str) else "")
     return shrink_code(value)  # file contents, patches, heredocs
+
+
+LONG_VALUE_CHARS = 200  # a tool call's string values this long are what a call summary shortens
+LONG_IDENTITY_CHARS = 600  # ...and its identifying values (command, path) only this long
+
+
+def long_values(text: str) -> list[str]:
+    """The keys of a tool call's JSON input whose string values a summary may shorten (long,
+    and not what identifies the call); [] when the text is not a JSON object."""
+    try:
+        args = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(args, dict):
+        return []
+    return [
+        k
+        for k, v in args.items()
+        if isinstance(v, str)
+        # a command or path this long is a payload (an inline script, a data blob), not a name
+        and len(v) > (LONG_IDENTITY_CHARS if is_identity_key(k) else LONG_VALUE_CHARS)
+    ]
+
+
+def summarize_call(
+    text: str, max_tokens: int, summarize: Callable[[str, int], str], count: Callable[[str], int]
+) -> str | None:
+    """A tool call's JSON input within `max_tokens` (as compact JSON): the keys that identify
+    it kept whole, each long string value summarized, the room shared by their lengths.
+    None when it cannot be done (not JSON, nothing long, no room)."""
+    keys = long_values(text)
+    if not keys:
+        return None
+    args = json.loads(text)
+    skeleton = _compact_json({k: ("" if k in keys else v) for k, v in args.items()})
+    sizes = {k: max(1, count(args[k])) for k in keys}
+    room = max_tokens - count(skeleton)
+    for _try in range(6):  # JSON escapes cost more than the text: shrink the room, retry
+        if room < 4 * len(keys):
+            return None
+        total = sum(sizes.values())
+        out = dict(args)
+        for k in keys:
+            out[k] = summarize(args[k], max(1, room * sizes[k] // total))
+        result = _compact_json(out)
+        n = count(result)
+        if n <= max_tokens:
+            return result
+        room = room * (max_tokens - count(skeleton)) * 19 // (20 * (n - count(skeleton) + 1)) - 2
+    return None
 
 
 def _head(text: str, n: int = HEAD_LINES) -> str:
@@ -175,15 +249,13 @@ def _head(text: str, n: int = HEAD_LINES) -> str:
 
 
 def _changed(new: str, old: str) -> str:
-    """The head of `new` and every line it adds over `old`; the unchanged rest elided."""
+    """The head of `new` and every line of it that `old` does not hold; the rest elided.
+    (A set of lines, not a diff: linear, where difflib is quadratic on long edits.)"""
     lines = new.split("\n")
     if len(lines) <= HEAD_LINES + MIN_ELIDED:
         return new
-    keep = set(range(HEAD_LINES))
-    matcher = difflib.SequenceMatcher(None, old.split("\n"), lines, autojunk=False)
-    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "insert"):
-            keep.update(range(j1, j2))
+    before = set(old.split("\n"))
+    keep = set(range(HEAD_LINES)) | {i for i, ln in enumerate(lines) if ln not in before}
     return _elide(lines, _IndexKeep(lines, keep))
 
 
@@ -224,29 +296,120 @@ def phase_note(unit: Unit) -> str:
     return f"[phase] {line[:120]}"
 
 
+NOTE_CHARS = 120  # what a note keeps of one identifying value
+
+
 def call_placeholder(unit: Unit) -> str:
-    """A tool call reduced to what identifies it (paths, commands, names), as compact JSON."""
+    """A tool call reduced to what identifies it (path, command, pattern, url, description,
+    skill, subagent type) as compact JSON; a call without such keys keeps its first key, cut."""
     try:
         args = json.loads(unit.text)
-    except ValueError:
+    except (ValueError, RecursionError):
         line = unit.text.strip().split("\n", 1)[0]
-        return line[:120]
+        return _compact_json({"input": _clip(line)})
     if not isinstance(args, dict):
         return "{}"
     kept = {
-        k: (v[:120] if isinstance(v, str) else v)
+        k: _clip(v) if isinstance(v, str) else v
         for k, v in args.items()
-        if _KEEP_KEYS.search(k) and isinstance(v, (str, int, float, bool))
+        if is_identity_key(k) and isinstance(v, (str, int, float, bool))
     }
+    if not kept and args:
+        k, v = next(iter(args.items()))
+        kept = {k: _clip(v if isinstance(v, str) else _compact_json(v), 60)}
     return _compact_json(kept)
 
 
+def _clip(text: str, n: int = NOTE_CHARS) -> str:
+    line = text.strip()
+    cut = line.split("\n", 1)[0][:n]
+    return cut if cut == line else cut + " ..."
+
+
+MAX_ERROR_LINES = 40  # an error note keeps at most this many error lines...
+ERROR_LINE_CHARS = 300  # ...each cut to this length (the summarizer cuts lines the same way)
+
+
+# What the cues miss: pytest's "ERROR tests/x.py::t - ..." lines and an exception named
+# mid-line ("... - sqlite3.OperationalError: no such table").
+_MORE_ERRORS = re.compile(r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|Exception): ")
+
+
+def is_error_line(line: str) -> bool:
+    """Whether one line reports an error (looked at up to ERROR_LINE_CHARS)."""
+    head = line[:ERROR_LINE_CHARS]
+    return bool(head.strip()) and (
+        cues.has_error_signal(head) or _MORE_ERRORS.search(head) is not None
+    )
+
+
+def error_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[int]:
+    """Positions (in `text.split("\\n")`) of the lines that report an error: a traceback
+    header, an exception, a failing test, a non-zero exit, a rejected tool call. Each line is
+    tested on its own (the cues' patterns may run across lines)."""
+    out = []
+    for i, line in enumerate(text.split("\n")):
+        if is_error_line(line):
+            out.append(i)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def error_excerpt(text: str, limit: int = MAX_ERROR_LINES) -> str:
+    """The error lines of `text`, verbatim (cut to ERROR_LINE_CHARS), gaps marked as the
+    extractive summarizer marks them; "" when it has none."""
+    lines = text.split("\n")
+    keep = error_lines(text, limit)
+    out: list[str] = []
+    prev = -1
+    for i in keep:
+        if i - prev > 1:
+            out.append(f"[... {i - prev - 1} lines]")
+        out.append(_cut_to(lines[i], ERROR_LINE_CHARS))
+        prev = i
+    if keep and len(lines) - 1 > prev:
+        out.append(f"[... {len(lines) - 1 - prev} lines]")
+    return "\n".join(out)
+
+
+def _cut_to(line: str, n: int) -> str:
+    return line if len(line) <= n else line[:n] + " ..."
+
+
+def result_note(unit: Unit) -> str:
+    """A tool result reduced to its error lines, else to the placeholder."""
+    return error_excerpt(unit.text) or RESULT_PLACEHOLDER
+
+
+def omitted_note(unit: Unit) -> str:
+    """What a text unit left out for length becomes: its role, size and opening words."""
+    lines = unit.text.count("\n") + 1
+    return f"[a {unit.role} message of {lines} lines left out for length; it began: {_clip(unit.text, 80)}]"
+
+
+def duplicate_note(unit: Unit) -> str:
+    """What a repeated copy of `unit` becomes: a pointer at the copy kept earlier."""
+    head = _clip(unit.text, 80)
+    return f"[the same text as an earlier {unit.role} message, kept above: {head}]"
+
+
 __all__ = [
+    "IDENTITY_WORDS",
     "RESULT_PLACEHOLDER",
     "STRATEGIES",
     "call_placeholder",
+    "duplicate_note",
+    "error_excerpt",
+    "error_lines",
+    "is_error_line",
+    "is_identity_key",
     "is_phase_boundary",
+    "long_values",
+    "omitted_note",
     "phase_note",
     "preserve_structure",
+    "result_note",
     "shrink_code",
+    "summarize_call",
 ]

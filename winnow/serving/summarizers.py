@@ -7,6 +7,8 @@
 Every summarizer takes a text, a unit, or a list of them, and returns a string that counts at
 most `max_tokens` with its token counter. The LLM summarizers pre-trim huge inputs, re-trim an
 over-long answer, and fall back to the extractive summary when the call fails.
+`summarize_all(summarizer, jobs)` runs many at once: LLM calls concurrently (at most
+`max_workers` in flight), the extractive summarizer in line.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import bisect
 import hashlib
 import logging
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
 from winnow.data import cues
 from winnow.data.schema import Unit
+from winnow.serving.strategies import is_error_line
 from winnow.serving.tokens import TokenCounter, default_token_counter
 
 log = logging.getLogger(__name__)
@@ -37,6 +42,9 @@ _NUMBER = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 MAX_LINE_CHARS = 300
 MARKER_TOKENS = 7  # what a `[... 120 lines]` marker and its newline cost
+# Candidate lines that did not fit in a row before the search for shorter ones stops: it
+# bounds the lines counted (each is tokenized) on a huge text with a small budget.
+MAX_MISSES = 64
 
 PROMPT = (
     "You compress parts of a coding agent's transcript so that another agent can continue the "
@@ -94,7 +102,10 @@ class ExtractiveSummarizer:
         candidates = self._rank(lines)
         chosen: list[int] = []  # sorted
         used = 0
+        misses = 0
         for _score, i in candidates:
+            if used + 2 > max_tokens or misses >= MAX_MISSES:
+                break  # nothing fits any more (a line costs at least itself and a newline)
             # a line costs its tokens and a newline, and may open or close a gap marker
             k = bisect.bisect(chosen, i)
             a = chosen[k - 1] if k else -1
@@ -104,15 +115,45 @@ class ExtractiveSummarizer:
             if used + cost <= max_tokens:
                 chosen.insert(k, i)
                 used += cost
-        # The estimate is close, not exact: check the real count, shed the weakest lines.
+                misses = 0
+            else:
+                misses += 1
+        # The estimate is close, not exact: check the real count, shed the weakest lines (a
+        # share of them at a time, so that a poor estimate costs a few renders, not one each).
         keep = set(chosen)
         order = [i for _s, i in candidates if i in keep]
         out = self._render(lines, keep)
-        while order and self.counter.count(out) > max_tokens:
-            keep.discard(order.pop())
+        while order and (n := self.counter.count(out)) > max_tokens:
+            shed = max(1, len(order) * (n - max_tokens) // (2 * n))
+            for i in order[-shed:]:
+                keep.discard(i)
+            del order[-shed:]
             out = self._render(lines, keep)
         if not keep:
-            out = self._truncate(text.strip(), max_tokens)
+            return self._truncate(text.strip(), max_tokens)
+        # Whole lines leave room at the end: the best line left out, cut to fit, takes it.
+        rest = iter([i for _s, i in candidates if i not in keep][:4])
+        lines = list(lines)
+        for i in rest:
+            room = max_tokens - self.counter.count(out) - 1
+            # the line may split a gap marker in two: then a shorter cut
+            for cut in (room, room - MARKER_TOKENS):
+                if cut < 6:
+                    break
+                head = self._truncate(_cut(lines[i]).strip(), cut)
+                if not head:
+                    break
+                old, lines[i] = lines[i], head
+                filled = self._render(lines, keep | {i})
+                if self.counter.count(filled) <= max_tokens:
+                    out = filled
+                    keep.add(i)
+                    break
+                lines[i] = old
+            else:
+                continue
+            if room < 6:
+                break
         return out
 
     def _rank(self, lines: list[str]) -> list[tuple[int, int]]:
@@ -122,12 +163,12 @@ class ExtractiveSummarizer:
         seen: set[str] = set()
         ranked = []
         for i in nonblank:
-            ln = lines[i].strip()
+            ln = _cut(lines[i].strip())  # the cues look at what would be kept, no more
             if ln in seen:  # repeated log lines say nothing new
                 continue
             seen.add(ln)
             score = 0
-            if cues.has_error_signal(ln):
+            if is_error_line(ln):
                 score += 100
             if i in ends:
                 score += 50
@@ -142,7 +183,7 @@ class ExtractiveSummarizer:
         return ranked
 
     @staticmethod
-    def _render(lines: list[str], chosen: set[int]) -> str:
+    def _render(lines: Sequence[str], chosen: set[int]) -> str:
         out: list[str] = []
         gap = 0
         blank = True  # a gap of blank lines only needs no marker
@@ -161,7 +202,8 @@ class ExtractiveSummarizer:
 
     def _truncate(self, text: str, max_tokens: int) -> str:
         """The longest head of `text` (plus ' ...') within the budget."""
-        lo, hi = 0, len(text)
+        # a token holds at most a few dozen characters: no need to search the whole text
+        lo, hi = 0, min(len(text), 64 * max_tokens + 64)
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if self.counter.count(text[:mid] + " ...") <= max_tokens:
@@ -172,10 +214,15 @@ class ExtractiveSummarizer:
 
 
 def _segments(text: str) -> list[str]:
-    """Lines; a long prose line is split into its sentences so that it is not cut mid-way."""
+    """Lines; a long prose line is split into its sentences so that it is not cut mid-way,
+    and what is still longer (minified code, data) into pieces a summary can keep."""
     out: list[str] = []
     for line in text.split("\n"):
-        out.extend(_SENTENCE.split(line) if len(line) > MAX_LINE_CHARS else [line])
+        if len(line) <= MAX_LINE_CHARS:
+            out.append(line)
+            continue
+        for part in _SENTENCE.split(line):
+            out.extend(part[k : k + MAX_LINE_CHARS] for k in range(0, len(part), MAX_LINE_CHARS))
     return out
 
 
@@ -213,6 +260,7 @@ class _LLMSummarizer:
         self.fallback = self.extractive if fallback is True else (fallback or None)
         self.calls = 0
         self.failures = 0
+        self._lock = threading.Lock()  # calls run concurrently (summarize_all)
 
     @property
     def client(self) -> Any:
@@ -230,16 +278,19 @@ class _LLMSummarizer:
             return text
         source = self.extractive.summarize(text, self.max_input_tokens)
         prompt = PROMPT.format(words=max(8, int(max_tokens * 0.7)))
-        self.calls += 1
+        with self._lock:
+            self.calls += 1
         try:
             out = self._call(prompt, source, max_tokens).strip()
         except Exception as e:  # noqa: BLE001 - any API failure: network, status, parse
-            self.failures += 1
+            with self._lock:
+                self.failures += 1
+                first = self.failures == 1
             if self.fallback is None:
                 raise
             # once, not per unit: a dead endpoint fails every call the same way
             log.log(
-                logging.WARNING if self.failures == 1 else logging.DEBUG,
+                logging.WARNING if first else logging.DEBUG,
                 "%s failed (%s); using %s",
                 type(self).__name__,
                 e,
@@ -302,10 +353,27 @@ class OpenAISummarizer(_LLMSummarizer):
         return resp.choices[0].message.content or ""
 
 
+def summarize_all(
+    summarizer: Summarizer, jobs: Sequence[tuple[Texts, int]], max_workers: int = 8
+) -> list[str]:
+    """`summarizer.summarize(texts, max_tokens)` for each job, in order. A summarizer that
+    calls a model runs its calls concurrently, at most `max_workers` at a time; the offline
+    extractive one runs in line (threads would only queue on the GIL)."""
+    jobs = list(jobs)
+    many = getattr(summarizer, "summarize_many", None)
+    if many is not None:
+        return list(many(jobs))
+    if isinstance(summarizer, ExtractiveSummarizer) or max_workers <= 1 or len(jobs) <= 1:
+        return [summarizer.summarize(t, n) for t, n in jobs]
+    with ThreadPoolExecutor(min(max_workers, len(jobs))) as pool:
+        return list(pool.map(lambda job: summarizer.summarize(*job), jobs))
+
+
 __all__ = [
     "AnthropicSummarizer",
     "ExtractiveSummarizer",
     "OpenAISummarizer",
     "Summarizer",
     "as_text",
+    "summarize_all",
 ]

