@@ -13,7 +13,7 @@ from test_compressor import COMPRESSOR, FORMATS, REAL, transcripts, unit
 
 from winnow.serving.cache import CacheAwareCompressor, CacheConfig
 from winnow.serving.render import min_cacheable_tokens, scrub_volatile, to_anthropic, to_openai
-from winnow.serving.tokens import unit_tokens
+from winnow.serving.tokens import sent_tokens, unit_tokens
 
 
 @pytest.mark.parametrize("name", FORMATS)
@@ -266,35 +266,46 @@ def test_generated_prefix_is_stable_under_appends(units, more, share) -> None:
     later = units + renumber(more, len(units))
     if not 0 < cac.split(units) == cac.split(later):
         return
-    limit = max(1, int(sum(unit_tokens(u, COMPRESSOR.counter) for u in later) * share))
+    limit = max(1, int(sent_tokens(later, "anthropic") * share))
     try:
         a, b = cac.compress(units, limit), cac.compress(later, limit)
     except ValueError:  # must-keep overflow
         return
-    assert a.prefix.units == b.prefix.units
-    if any(t == "1h" for _p, t in a.breakpoints):
-        assert prefix_bytes(a.to_anthropic()) == prefix_bytes(b.to_anthropic())
     assert a.tokens_after <= limit and b.tokens_after <= limit
+    assert a.tokens_after == sent_tokens(a.units, "anthropic")
+    # compressed both times on the same rung of the ladder: the same prefix, to the byte
+    if a.ratio is not None and a.ratio == b.ratio:
+        assert a.prefix.units == b.prefix.units
+        if any(t == "1h" for _p, t in a.breakpoints):
+            assert prefix_bytes(a.to_anthropic()) == prefix_bytes(b.to_anthropic())
 
 
-def test_an_outgrown_prefix_is_compacted_and_accounted() -> None:
+def test_the_output_uses_the_limit_and_accounts_for_every_unit() -> None:
     full = conversation()
-    cac = CacheAwareCompressor(
-        COMPRESSOR, CacheConfig(keep_last_steps=2, split_every=2, prefix_share=0.2)
-    )
-    out = cac.compress(full, 4000)
-    prefix = out.prefix
-    assert (
-        prefix.tokens_after <= int(4000 * 0.2) < prefix.tokens_before
-    )  # compacted under its share
-    assert out.tokens_after <= 4000
-    assert [r.id for r in prefix.records] == [u.id for u in full[: out.split]]
-    ids = {u.id for u in prefix.units}
-    for r in prefix.records:
-        assert (r.output_id is None) == (r.action == "dropped")
-        assert r.output_id is None or r.output_id in ids
-    assert sum(r.tokens_after for r in prefix.records) == prefix.tokens_after
-    assert_valid_anthropic(out.to_anthropic())
+    for share in (0.1, 0.2, 0.3, 0.5):
+        cac = CacheAwareCompressor(
+            COMPRESSOR, CacheConfig(keep_last_steps=2, split_every=2, prefix_share=0.2)
+        )
+        out = cac.compress(full, f"{share:.0%}")
+        limit = out.token_limit
+        assert limit == int(sent_tokens(full, "anthropic") * share)
+        assert 0.9 * limit <= out.tokens_after == sent_tokens(out.units, "anthropic") <= limit
+        assert out.ratio is not None and out.prefix.tokens_after < out.prefix.tokens_before
+        assert [r.id for r in out.records] == [u.id for u in full]
+        ids = {u.id for u in out.units}
+        for r in out.records:
+            assert (r.output_id is None) == (r.action == "dropped")
+            assert r.output_id is None or r.output_id in ids
+        assert_valid_anthropic(out.to_anthropic())
+
+
+def test_under_the_limit_nothing_changes_and_the_prefix_is_still_marked() -> None:
+    full = conversation()
+    cac = CacheAwareCompressor(COMPRESSOR, CacheConfig(keep_last_steps=2, split_every=4))
+    out = cac.compress(full, 10**6)
+    assert [u.to_dict() for u in out.units] == [u.to_dict() for u in full]
+    assert out.ratio is None and out.prefix_len > 0
+    assert any(t == "1h" for _p, t in out.breakpoints)
 
 
 def test_a_new_block_still_hits_the_previous_prefix() -> None:

@@ -28,16 +28,63 @@ def test_normalized_output_keeps_ids_and_names_sources(tmp_path, capsys) -> None
     assert rc == 0
     source = [json.loads(line) for line in NORMALIZED.read_text().splitlines()]
     units = [json.loads(line) for line in out.read_text().splitlines()]
-    ids = {u["id"] for u in source}
-    made = [u for u in units if u["id"] not in ids]
-    assert made and all(u["strategy"] == "summarize" and len(u["source_ids"]) > 1 for u in made)
-    changed = [u for u in units if u["id"] in ids and "strategy" in u]
+    ids = [u["id"] for u in source]
+    assert [u["id"] for u in units] == [i for i in ids if i in {u["id"] for u in units}]
+    changed = [u for u in units if "strategy" in u]
     assert changed and all(u["source_ids"] == [u["id"]] for u in changed)
     kept = {u["id"]: u for u in units}
     for u in source:
         if u["category"] in MUST_KEEP:
             assert kept[u["id"]] == u
     assert "total" in stdout and "requirement" in stdout and f"wrote {out}" in stdout
+
+
+def test_pins_manifest_and_must_keep_changes(tmp_path, capsys) -> None:
+    out, manifest = tmp_path / "out.jsonl", tmp_path / "manifest.jsonl"
+    source = [json.loads(line) for line in NORMALIZED.read_text().splitlines()]
+    # a status note of a few dozen tokens: pinned beside the must-keep units (107 tokens)
+    big = next(u for u in source if u["category"] == "status" and 150 < len(u["text"]) < 300)
+    argv = [NORMALIZED, "--limit", "150", "--pin", big["id"], "--pin", "re:^$NEVER"]
+    rc, stdout, _ = run(capsys, *argv, "-o", out, "--manifest", manifest)
+    assert rc == 0
+    units = {u["id"]: u for u in map(json.loads, out.read_text().splitlines())}
+    assert units[big["id"]]["text"] == big["text"]  # pinned: verbatim
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert [r["id"] for r in rows] == [u["id"] for u in source]
+    for r in rows:
+        assert {
+            "category",
+            "scores",
+            "action",
+            "tokens_before",
+            "tokens_after",
+            "output_id",
+        } <= set(r)
+    # the pin leaves the must-keep units too little: each change is printed, with why
+    changed = [r for r in rows if r["must_keep"] and r["action"] != "kept"]
+    assert changed and "must-keep unit(s) changed" in stdout
+    for r in changed:
+        assert r["id"] in stdout and "must-keep overflow" in r["reason"]
+    rc, _, stderr = run(capsys, NORMALIZED, "--limit", "100", "--pin", "re:(")
+    assert rc == 1 and "bad regular expression" in stderr
+
+
+def test_headline_command_fits_and_fills(tmp_path, capsys) -> None:
+    """`winnow compress FILE --limit 30% --to anthropic --cache -o out.json`: within the limit,
+    at least 90% of it used, counted as sent."""
+    from winnow.data.readers import read_paths
+    from winnow.serving.tokens import default_token_counter, read_back, sent_tokens, unit_tokens
+
+    out = tmp_path / "out.json"
+    rc, _, _ = run(capsys, CLAUDE_CODE, "--limit", "30%", "--to", "anthropic", "--cache", "-o", out)
+    assert rc == 0
+    body = json.loads(out.read_text())
+    assert_valid_anthropic(body)
+    units = list(read_paths([CLAUDE_CODE]))
+    limit = int(sent_tokens(units, "anthropic") * 0.3)
+    # the body read back and counted as the compressor counts it
+    sent = sum(unit_tokens(u, default_token_counter()) for u in read_back(body, "anthropic"))
+    assert 0.9 * limit <= sent <= limit
 
 
 def test_raw_transcript_to_anthropic(tmp_path, capsys) -> None:
@@ -67,7 +114,7 @@ def test_cache_aware_openai_to_stdout(capsys) -> None:
             "--to must be one of normalized, anthropic, openai",
         ),
         ([NORMALIZED, "--limit", "ten"], "--limit must be a positive token count or a percentage"),
-        ([NORMALIZED, "--limit", "10"], "must-keep units alone need"),
+        ([NORMALIZED, "--limit", "10", "--on-overflow", "error"], "must-keep units alone need"),
         ([Path(__file__), "--limit", "100"], "unknown format"),
     ],
 )

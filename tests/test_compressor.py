@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
-
 from render_checks import assert_valid_anthropic, assert_valid_openai
 
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
@@ -357,7 +356,8 @@ def test_limits_as_shares() -> None:
     for a, b in (("30%", 0.3), (0.3, int(total * 0.3))):
         ra, rb = COMPRESSOR.compress(units, a), COMPRESSOR.compress(units, b)
         assert [u.to_dict() for u in ra.units] == [u.to_dict() for u in rb.units]
-    for bad in ("ten", "0%", "150%", 0, -5, 1.5, True):
+    assert resolve_limit("150%", total) == int(total * 1.5)
+    for bad in ("ten", "0%", "-5%", 0, -5, 1.5, True):
         with pytest.raises((ValueError, TypeError)):
             resolve_limit(bad, total)
 

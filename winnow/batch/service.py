@@ -53,10 +53,12 @@ class ConversationIn(BaseModel):
 
 class CompressIn(ConversationIn):
     token_limit: int = Field(..., gt=0, description="the compressed conversation's token budget")
-    on_must_keep_overflow: Literal["error", "summarize_largest", "truncate_oldest"] = Field(
-        "error",
-        description="when must-keep units alone exceed the limit: 422, summarize the largest "
-        "of them first, or drop the oldest",
+    on_must_keep_overflow: Literal["error", "summarize", "summarize_largest", "truncate_oldest"] = (
+        Field(
+            "error",
+            description="when must-keep units alone exceed the limit: 422, summarize them lowest "
+            "value first, summarize the largest of them first, or drop the oldest",
+        )
     )
 
 

@@ -513,9 +513,9 @@ def _rule_category(u: Unit) -> str:
 
 def _load_default_classifier() -> Any:
     try:
-        from winnow.serving.classifier import ImportanceClassifier
+        from winnow.serving.categorizer import load_categorizer
 
-        return ImportanceClassifier.load()
+        return load_categorizer(fallback=None)
     except Exception as e:  # noqa: BLE001 - no model shipped yet, or a broken one: use the rule
         log.warning("idle compaction without the importance classifier (%s); using the rule", e)
         return None

@@ -10,7 +10,9 @@ from typing import Any
 
 _EXPORTS = {
     "ImportanceClassifier": "winnow.serving.classifier",
-    "Prediction": "winnow.serving.classifier",
+    "Prediction": "winnow.serving.categorizer",
+    "Categorizer": "winnow.serving.categorizer",
+    "load_categorizer": "winnow.serving.categorizer",
     "default_model_path": "winnow.serving.classifier",
     "SemanticCompressor": "winnow.serving.compressor",
     "CompressionResult": "winnow.serving.compressor",

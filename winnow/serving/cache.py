@@ -1,25 +1,25 @@
-"""Cache-aware compression: a stable, cached prefix and a dynamic suffix compressed harder.
+"""Cache-aware compression: a stable, cached prefix and a suffix that takes the rest.
 
     cac = CacheAwareCompressor(SemanticCompressor(), CacheConfig(model="claude-sonnet-4-6"))
-    out = cac.compress(units, token_limit=30_000)
+    out = cac.compress(units, token_limit="30%")   # or a token count
     body = out.to_anthropic()      # cache_control on the prefix (1h) and the tail (5m)
 
 Provider prompt caches match a byte-identical prefix. So the transcript is cut into blocks
 that will not move as turns are appended: every `split_every` agent steps (all but the last
 `keep_last_steps`) and after each phase boundary (a compaction summary, a new-phase note).
-The blocks form the prefix: each block gets every category's strategy once and is then
-appended as it is, memoized, so the prefix renders to the same bytes call after call, even
-with a non-deterministic LLM summarizer. When the prefix outgrows its share of the limit it
-is compacted (recompressed to `compact_to` of that share): one cache miss, then stable bytes
-again for several blocks. The suffix, paid in full on every call, gets every category's
-strategy and then whatever the rest of the limit needs.
+Under the limit nothing changes. Over it, the blocks form the prefix: each block is compressed
+on its own to the same share of its tokens, a share taken from a fixed ladder (`ratio_step`
+apart) so that it holds while the conversation grows, and memoized, so the prefix renders to
+the same bytes call after call (even with a non-deterministic LLM summarizer) until the share
+steps down a rung. The suffix, the latest steps, gets the rest of the limit. The output uses
+the limit: the prefix gets what the suffix leaves of it (at least `prefix_share`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
+import math
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,14 +28,19 @@ from typing import Any
 from winnow.data.schema import CATEGORIES, Unit, as_unit
 from winnow.serving.compressor import (
     CompressionResult,
-    MustKeepOverflow,
     SemanticCompressor,
+    SentCost,
     UnitRecord,
     pair_links,
+    resolve_limit,
+    step_starts,
+    unique_call_ids,
 )
 from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens, to_anthropic, to_openai
 from winnow.serving.strategies import is_phase_boundary
-from winnow.serving.tokens import TokenCounter, unit_tokens
+from winnow.serving.tokens import unit_tokens
+
+MAX_PREFIX_SHARE = 0.9  # a rung kept for stability may fill up to this share of the limit
 
 
 @dataclass
@@ -44,14 +49,18 @@ class CacheConfig:
 
     keep_last_steps: int = 8  # the suffix holds at least this many of the latest steps...
     split_every: int = 8  # ...and the split moves in blocks of this many steps
-    prefix_share: float = 0.7  # the prefix's share of the token limit
+    prefix_share: float = (
+        0.7  # the prefix's share of the limit, at least (the suffix may leave more)
+    )
     model: str = "claude-sonnet-4-6"
     min_cacheable_tokens: int | None = (
         None  # None: the model's minimum (render.min_cacheable_tokens)
     )
     scrub: bool = True  # mask timestamps in rendered text
-    compact_to: float = 0.5  # an outgrown prefix is recompressed to this share of its budget
-    memo_size: int = 256  # prefix states remembered (one per block)
+    # Blocks are compressed to a share of their tokens from the ladder 1, r, r^2, ...: a
+    # growing conversation keeps its prefix bytes until the share it needs drops a rung.
+    ratio_step: float = 0.95
+    memo_size: int = 256  # prefix blocks remembered
 
     @property
     def min_tokens(self) -> int:
@@ -70,14 +79,28 @@ class CacheAwareResult:
     breakpoints: list[tuple[int, str]]  # (output unit position, ttl)
     scrub: bool = True
     token_limit: int | None = None
+    sent_before: int = 0  # the input's tokens as sent, rendered whole
+    sent_after: int = 0  # the output's
+    ratio: float | None = None  # the share of its tokens each prefix block kept (None: all)
 
     @property
     def tokens_before(self) -> int:
-        return self.prefix.tokens_before + self.suffix.tokens_before
+        return self.sent_before
 
     @property
     def tokens_after(self) -> int:
-        return self.prefix.tokens_after + self.suffix.tokens_after
+        return self.sent_after
+
+    @property
+    def must_keep_changes(self) -> list[UnitRecord]:
+        return self.prefix.must_keep_changes + self.suffix.must_keep_changes
+
+    @property
+    def records(self) -> list[UnitRecord]:
+        return self.prefix.records + self.suffix.records
+
+    def manifest(self) -> list[dict[str, Any]]:
+        return self.prefix.manifest() + self.suffix.manifest()
 
     def to_anthropic(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
         """Anthropic Messages body with cache_control breakpoints (`tools`: see render.to_anthropic)."""
@@ -96,14 +119,15 @@ class CacheAwareCompressor:
     ):
         self.compressor = compressor or SemanticCompressor()
         self.config = config or CacheConfig()
-        self._memo: OrderedDict[str, tuple[list[Unit], list[UnitRecord], int]] = OrderedDict()
+        self._memo: OrderedDict[str, CompressionResult] = OrderedDict()
+        self._rungs: OrderedDict[str, float] = OrderedDict()  # conversation -> rung used last
 
     def block_ends(self, units: Sequence[Unit]) -> list[int]:
         """Where the blocks of the stable prefix end (the last one is the split): every
         `split_every` steps before the last `keep_last_steps`, and after each phase boundary;
         never inside a tool pair. Each depends only on the units before it, so it never moves."""
         c = self.config
-        starts = _step_starts(units)
+        starts = step_starts(units)
         k = (len(starts) - c.keep_last_steps) // c.split_every * c.split_every
         ends = {starts[j] for j in range(c.split_every, k + 1, c.split_every) if j < len(starts)}
         ends |= {i + 1 for i, u in enumerate(units) if is_phase_boundary(u)}
@@ -114,15 +138,65 @@ class CacheAwareCompressor:
         ends = self.block_ends(units)
         return ends[-1] if ends else 0
 
-    def compress(self, units: Iterable[Unit | dict], token_limit: int) -> CacheAwareResult:
-        units = [as_unit(u) for u in units]
+    def compress(
+        self, units: Iterable[Unit | dict], token_limit: int | float | str
+    ) -> CacheAwareResult:
+        """The units compressed under `token_limit` (a count, or a share of their tokens)."""
+        units = unique_call_ids([as_unit(u) for u in units])[0]
+        comp = self.compressor
+        costs = comp.sent_cost()
+        total = costs.total(units)
+        limit = resolve_limit(token_limit, total)
+        assert limit is not None
         ends = self.block_ends(units)
         cut = ends[-1] if ends else 0
-        budget = int(token_limit * self.config.prefix_share)
-        prefix, previous = self._prefix(units, ends, budget, token_limit)
-        suffix = self.compressor.compress(
-            units[cut:], max(0, token_limit - prefix.tokens_after), eager=True
-        )
+        if total <= limit:  # nothing to do: the whole prefix is the input's own
+            prefix = comp.compress(units[:cut], limit)
+            suffix = comp.compress(units[cut:], limit)
+            previous = ends[-2] if len(ends) > 1 else 0
+            return self._result(units, prefix, suffix, cut, previous, limit, total, None)
+        # The suffix keeps all it has up to its share; the prefix gets the rest, as a rung of
+        # the ladder: the one this conversation used last while it still leaves the suffix
+        # its room (so that its bytes hold), else the one that fills the limit now.
+        suffix_raw = costs.total(units[cut:])
+        suffix_room = min(suffix_raw, int(limit * (1 - self.config.prefix_share)))
+        budget = limit - suffix_room
+        prefix_raw = costs.total(units[:cut])
+        ratio = self._rung(budget / prefix_raw if prefix_raw else 1.0)
+        conversation = self._conversation_key(units, ends)
+        last = self._rungs.get(conversation)
+        prefix, previous = self._prefix(units, ends, ratio if last is None else last)
+        if last is not None and (
+            prefix.tokens_after > limit - min(suffix_raw, int(limit * (1 - MAX_PREFIX_SHARE)))
+            or prefix.tokens_after < 0.5 * budget
+        ):
+            prefix, previous = self._prefix(units, ends, ratio)  # the old rung no longer fits
+            last = None
+        used = self._rungs[conversation] = ratio if last is None else last
+        self._rungs.move_to_end(conversation)
+        while len(self._rungs) > self.config.memo_size:
+            self._rungs.popitem(last=False)
+        if prefix.tokens_after > budget and last is None:  # must-keep units a block kept
+            prefix = comp.compress(units[:cut], budget)
+            previous = 0
+            used = None
+        suffix = comp.compress(units[cut:], max(1, limit - prefix.tokens_after))
+        over = costs.total(prefix.units + suffix.units) - limit
+        if over > 0:  # what the renderer adds where the two meet
+            suffix = comp.compress(units[cut:], max(1, limit - prefix.tokens_after - over))
+        return self._result(units, prefix, suffix, cut, previous, limit, total, used)
+
+    def _result(
+        self,
+        units: list[Unit],
+        prefix: CompressionResult,
+        suffix: CompressionResult,
+        cut: int,
+        previous: int,
+        limit: int,
+        total: int,
+        ratio: float | None,
+    ) -> CacheAwareResult:
         out = prefix.units + suffix.units
         return CacheAwareResult(
             units=out,
@@ -132,8 +206,28 @@ class CacheAwareCompressor:
             suffix=suffix,
             breakpoints=self.breakpoints(out, len(prefix.units), previous),
             scrub=self.config.scrub,
-            token_limit=token_limit,
+            token_limit=limit,
+            sent_before=total,
+            sent_after=self.compressor.sent_cost().total(out),
+            ratio=ratio,
         )
+
+    @staticmethod
+    def _conversation_key(units: list[Unit], ends: list[int]) -> str:
+        """A conversation's identity: the hash of its first block (which never changes)."""
+        h = hashlib.sha256()
+        for u in units[: ends[0] if ends else 0]:
+            h.update(json.dumps(_key(u), sort_keys=True, ensure_ascii=False).encode())
+        return h.hexdigest()
+
+    def _rung(self, share: float) -> float:
+        """The highest share of the ladder 1, r, r^2, ... at or below `share`."""
+        if share >= 1:
+            return 1.0
+        if share <= 0:
+            return 0.0
+        step = self.config.ratio_step
+        return step ** math.ceil(math.log(share) / math.log(step) - 1e-9)
 
     def breakpoints(
         self, units: Sequence[Unit], prefix_len: int, previous_len: int = 0
@@ -162,114 +256,61 @@ class CacheAwareCompressor:
         return sorted(points.items())[:MAX_BREAKPOINTS]
 
     def _prefix(
-        self, units: list[Unit], ends: list[int], budget: int, limit: int
+        self, units: list[Unit], ends: list[int], ratio: float
     ) -> tuple[CompressionResult, int]:
-        """The prefix, grown block by block: each block gets every category's strategy once and
-        is appended as it is; only when the prefix outgrows `budget` is it compacted, to
-        `compact_to` of it, so that its bytes then hold for several blocks again. The state after
-        each block is memoized under the chained hash of the units up to it.
-
-        Also returns how many of its units the prefix before its newest block shares with it
-        (0 after a compaction)."""
-        units_out: list[Unit] = []
-        records: list[UnitRecord] = []
-        previous = 0
-        h = hashlib.sha256(f"{budget}:{limit}".encode())
+        """The prefix, block by block, each compressed on its own to `ratio` of its tokens
+        and memoized under the chained hash of the units up to it and the ratio. Also returns
+        how many output units the prefix holds before its newest block."""
+        comp = self.compressor
+        costs = comp.sent_cost()
+        parts: list[CompressionResult] = []
+        h = hashlib.sha256(f"{ratio!r}:{costs.target}".encode())
         start = 0
         for end in ends:
             for u in units[start:end]:
-                h.update(json.dumps(u.to_dict(), sort_keys=True, ensure_ascii=False).encode())
+                h.update(json.dumps(_key(u), sort_keys=True, ensure_ascii=False).encode())
             key = h.hexdigest()
-            if key in self._memo:
-                self._memo.move_to_end(key)
-                units_out, records, previous = self._memo[key]
-            else:
-                block = self.compressor.compress(units[start:end], None)
-                previous = len(units_out)
-                units_out, records = units_out + block.units, records + block.records
-                if self._tokens(units_out) > budget:
-                    units_out = self._compact(units_out, budget, limit)
-                    previous = 0
-                self._memo[key] = (units_out, records, previous)
+            block = self._memo.get(key)
+            if block is None:
+                raw = costs.total(units[start:end])
+                block = comp.compress(units[start:end], max(1, math.floor(raw * ratio)))
+                self._memo[key] = block
                 while len(self._memo) > self.config.memo_size:
                     self._memo.popitem(last=False)
+            else:
+                self._memo.move_to_end(key)
+            parts.append(block)
             start = end
-        return _prefix_result(units_out, records, budget, self.compressor.counter), previous
-
-    def _compact(self, units: list[Unit], budget: int, limit: int) -> list[Unit]:
-        for target in (int(budget * self.config.compact_to), budget, limit):
-            try:
-                return self.compressor.compress(units, target).units
-            except MustKeepOverflow:
-                if target == limit:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _tokens(self, units: Sequence[Unit]) -> int:
-        return sum(unit_tokens(u, self.compressor.counter) for u in units)
+        previous = sum(len(p.units) for p in parts[:-1])
+        return _joined(parts, costs), previous
 
 
-_ACTION_OF = {
-    "preserve_structure": "restructured",
-    "drop_or_minimal": "noted",
-    "placeholder": "noted",
-}
+def _key(u: Unit) -> dict[str, Any]:
+    """What of a unit its compression depends on (not its raw provider block)."""
+    return {k: v for k, v in u.to_dict().items() if k != "raw"}
 
 
-def _prefix_result(
-    units: list[Unit], block_records: list[UnitRecord], budget: int, counter: TokenCounter
-) -> CompressionResult:
-    """Figures and per-unit records of a prefix, the blocks' records followed through compactions."""
-    final = {}
-    for u in units:
-        for sid in u.extra.get("source_ids") or [u.id]:
-            final[sid] = u
-    tokens = {u.id: unit_tokens(u, counter) for u in units}
-    records = []
+def _joined(parts: list[CompressionResult], costs: SentCost) -> CompressionResult:
+    """One result of the prefix's blocks, in order."""
+    units = [u for p in parts for u in p.units]
     before: Counter = Counter()
     after: Counter = Counter()
-    for r in block_records:
-        before[r.category] += r.tokens_before
-        u = final.get(r.id)
-        if u is None:
-            records.append(dataclasses.replace(r, action="dropped", tokens_after=0, output_id=None))
-        elif u.id == r.output_id:  # itself, perhaps shrunk by a compaction since
-            action = r.action
-            if action == "kept" and u.extra.get("strategy"):
-                action = _ACTION_OF.get(u.extra["strategy"], "summarized")
-            records.append(dataclasses.replace(r, action=action, tokens_after=tokens[u.id]))
-        else:  # absorbed by a compaction
-            merged = len(u.extra.get("source_ids") or []) > 1
-            action = "merged" if merged else "summarized"
-            head = not merged or u.extra["source_ids"][0] == r.id
-            records.append(
-                dataclasses.replace(
-                    r, action=action, tokens_after=tokens[u.id] if head else 0, output_id=u.id
-                )
-            )
-    for u in units:
-        after[u.extra.get("category", "")] += tokens[u.id]
+    for p in parts:
+        before.update(p.tokens_before_by_category)
+        after.update(p.tokens_after_by_category)
     return CompressionResult(
         units=units,
-        records=records,
-        token_limit=budget,
-        tokens_before=sum(before.values()),
-        tokens_after=sum(tokens.values()),
+        records=[r for p in parts for r in p.records],
+        token_limit=sum(p.token_limit or 0 for p in parts) or None,
+        tokens_before=sum(p.tokens_before for p in parts),
+        tokens_after=costs.total(units),
         tokens_before_by_category={c: before[c] for c in CATEGORIES if before[c]},
         tokens_after_by_category={c: after[c] for c in CATEGORIES if after[c]},
+        target=costs.target,
+        warnings=[w for p in parts for w in p.warnings],
+        value_before=sum(p.value_before for p in parts),
+        value_after=sum(p.value_after for p in parts),
     )
-
-
-def _step_starts(units: Sequence[Unit]) -> list[int]:
-    """Where each step begins: a user's text after other roles, or the agent's reply after input."""
-    starts = []
-    for i, u in enumerate(units):
-        prev = units[i - 1].role if i else None
-        if (u.role == "assistant" and prev != "assistant") or (
-            u.role == "user" and u.kind == "text" and prev not in ("user", None)
-        ):
-            starts.append(i)
-    return starts
 
 
 def _closed_at_or_after(units: Sequence[Unit], at: int) -> int:

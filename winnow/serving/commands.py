@@ -44,10 +44,25 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--on-overflow",
-        default="error",
-        choices=("error", "summarize_largest", "truncate_oldest"),  # compressor.OVERFLOW_POLICIES
-        help="when the must-keep units alone exceed the limit: fail, summarize the largest "
-        "of them first, or drop the oldest (default: %(default)s)",
+        default="summarize",
+        choices=("summarize", "error", "summarize_largest", "truncate_oldest"),
+        help="when the must-keep units alone exceed the limit: summarize them lowest value first "
+        "(repeats become a pointer at the copy kept; each change is listed), fail, summarize "
+        "the largest first, or drop the oldest (default: %(default)s)",
+    )
+    p.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="PIN",
+        help="keep verbatim, whatever the limit: a unit id, role:ROLE (role:user) or re:PATTERN "
+        "(a regular expression searched in each unit's text); repeatable",
+    )
+    p.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="write what happened to every input unit as JSON Lines: id, category, scores, "
+        "action, tokens before and after, output id",
     )
 
 
@@ -83,7 +98,6 @@ def _run_compress(args: argparse.Namespace) -> int:
     from winnow.serving.cache import CacheAwareCompressor, CacheConfig
     from winnow.serving.compressor import CompressorConfig, MustKeepOverflow, SemanticCompressor
     from winnow.serving.render import to_anthropic, to_openai
-    from winnow.serving.tokens import unit_tokens
 
     if args.to not in FORMATS:
         return _fail(f"--to must be one of {', '.join(FORMATS)}, not {args.to!r}")
@@ -106,23 +120,26 @@ def _run_compress(args: argparse.Namespace) -> int:
         summarizer = _summarizer(args)
     except Exception as e:  # noqa: BLE001 - the SDK's own error (no key, bad URL) in one line
         return _fail(f"--summarizer {args.summarizer}: {str(e).splitlines()[0]}")
-    compressor = SemanticCompressor(
-        summarizer=summarizer,
-        config=CompressorConfig(on_must_keep_overflow=args.on_overflow),
-    )
+    try:
+        config = CompressorConfig(
+            on_must_keep_overflow=args.on_overflow,
+            pins=tuple(args.pin),
+            target=args.to if args.to != "normalized" else None,  # the limit counts what is sent
+        )
+    except ValueError as e:
+        return _fail(f"--pin: {e}")
+    compressor = SemanticCompressor(summarizer=summarizer, config=config)
     cache = CacheAwareCompressor(compressor, CacheConfig(model=args.model)) if args.cache else None
     results = []
     for sid, units in sessions.items():
-        limit = count
-        if limit is None:
-            before = sum(unit_tokens(u, compressor.counter) for u in units)
-            limit = max(1, int(before * share))
-        try:
-            results.append((sid, limit, (cache or compressor).compress(units, limit)))
+        try:  # a share is of the session's own tokens, counted as sent
+            r = (cache or compressor).compress(units, args.limit.strip())
+            results.append((sid, r.token_limit, r))
         except MustKeepOverflow as e:
+            what = str(e).split(" alone need", 1)[0]
             return _fail(
-                f"session {sid}: the must-keep units alone need {e.needed:,} tokens, over the "
-                f"limit of {e.limit:,} (raise --limit, or pass --on-overflow summarize_largest)"
+                f"session {sid}: {what} alone need {e.needed:,} tokens, over the limit of "
+                f"{e.limit:,} (raise --limit, or pass --on-overflow summarize)"
             )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
@@ -142,9 +159,17 @@ def _run_compress(args: argparse.Namespace) -> int:
                     body = to_openai(r.units, tools=True)
                 indent = 2 if len(results) == 1 else None  # several sessions: one body a line
                 fh.write(json.dumps(body, ensure_ascii=False, indent=indent) + "\n")
+    if args.manifest:
+        with open(args.manifest, "w", encoding="utf-8") as mf:
+            for sid, _limit, r in results:
+                for row in r.manifest():
+                    mf.write(json.dumps({"session_id": sid, **row}, ensure_ascii=False) + "\n")
     console = Console(stderr=not args.output)
     limit = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
     _print_table(console, f"{len(results)} session(s), limit {limit}", results, compressor)
+    _print_must_keep_changes(console, results)
+    if args.manifest:
+        console.print(f"[bold green]wrote[/] {args.manifest}")
     if args.output:
         console.print(f"[bold green]wrote[/] {args.output}")
     for line in report.problems:
@@ -200,6 +225,23 @@ def _print_table(console, title: str, results, compressor) -> None:
     classifier = compressor._classifier
     if classifier is not None:
         console.print(f"categories: {type(classifier).__name__} (units without a category)")
+
+
+def _print_must_keep_changes(console, results) -> None:
+    """Each must-keep unit an overflow changed, and how: nothing changes one silently."""
+    changes = [(sid, r) for sid, _limit, res in results for r in res.must_keep_changes]
+    if not changes:
+        return
+    console.print(
+        f"[bold yellow]{len(changes)} must-keep unit(s) changed[/] (the limit could not hold them all):"
+    )
+    for _sid, r in changes:
+        console.print(
+            f"  {r.id} ({r.category}): {r.action}, {r.tokens_before:,} -> {r.tokens_after:,} "
+            f"tokens; {r.reason}",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _share(a: int, b: int) -> str:

@@ -227,8 +227,10 @@ def resolve_limit(limit: int | float | str | None, total: int) -> int | None:
     if isinstance(limit, str):
         text = limit.strip()
         try:
-            if text.endswith("%"):
+            if text.endswith("%"):  # a percentage may pass 100%: then nothing changes
                 share = float(text[:-1]) / 100
+                if share > 1:
+                    return max(1, int(total * share))
             elif re.fullmatch(r"\d+", text):
                 return _positive(int(text), limit)
             else:
