@@ -1,0 +1,111 @@
+"""What the proxy needs from the compressor and the renderer, in one place.
+
+    counter = default_token_counter()
+    n = message_tokens("anthropic", message, counter)          # one provider message
+    block = compress_messages("anthropic", messages, 20_000, compressor)
+    block.messages, block.tokens, block.changed                # valid provider messages
+
+The proxy works on provider messages; this module turns a run of them into units, compresses
+them and renders them back. It is the one module that changes when `winnow.data.parse` and
+the lossless renderer (issue 11) and the value-per-token allocator (issue 10) land: today it
+uses `winnow.runtime.transcript.to_units`, the SemanticCompressor and `render.to_anthropic` /
+`to_openai`, which render text, tool calls and tool results only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from winnow.runtime.transcript import to_units
+from winnow.serving.compressor import CompressorConfig, SemanticCompressor
+from winnow.serving.render import to_anthropic, to_openai
+from winnow.serving.tokens import TokenCounter, unit_tokens
+
+__all__ = [
+    "CompressedBlock",
+    "compress_messages",
+    "default_compressor",
+    "idle_compactor",
+    "message_tokens",
+]
+
+
+@dataclass
+class CompressedBlock:
+    """A run of messages compressed: what to send, its tokens, and what changed."""
+
+    messages: list[dict[str, Any]]
+    tokens_before: int
+    tokens: int
+    changed: dict[str, int] = field(default_factory=dict)  # category -> units not kept as they were
+
+
+def default_compressor() -> SemanticCompressor:
+    """The proxy's compressor: it degrades must-keep units rather than fail a live request."""
+    return SemanticCompressor(config=CompressorConfig(on_must_keep_overflow="summarize_largest"))
+
+
+def message_tokens(api: str, message: dict[str, Any], counter: TokenCounter) -> int:
+    """Tokens of one provider message, counted as the compressor counts its units."""
+    return sum(unit_tokens(u, counter) for u in to_units(api, [message]))
+
+
+def compress_messages(
+    api: str, messages: Sequence[dict[str, Any]], limit: int, compressor: SemanticCompressor
+) -> CompressedBlock:
+    """`messages` (a run of history: it starts a turn and closes every tool pair it opens)
+    compressed to about `limit` tokens, as valid provider messages that start with a user turn.
+
+    Older thinking blocks are left out whole, never turned into text (the APIs accept a history
+    without them); the caller keeps the last assistant turn out of `messages`.
+    """
+    units = [u for u in to_units(api, list(messages)) if u.kind != "thinking"]
+    result = compressor.compress(units, max(1, limit))
+    if api == "anthropic":
+        body = to_anthropic(result.units)
+        out = body["messages"]
+        if body.get(
+            "system"
+        ):  # leading system-role units: they stay, as the user turn they were in
+            out = _merge_first({"role": "user", "content": body["system"]}, out)
+    else:
+        out = to_openai(result.units)["messages"]
+    changed = Counter(r.category for r in result.records if r.action != "kept")
+    tokens = sum(message_tokens(api, m, compressor.counter) for m in out)
+    return CompressedBlock(out, result.tokens_before, tokens, dict(changed))
+
+
+def _merge_first(first: dict[str, Any], rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if rest and rest[0]["role"] == "user":
+        return [{"role": "user", "content": first["content"] + rest[0]["content"]}, *rest[1:]]
+    return [first, *rest]
+
+
+def idle_compactor(
+    conversation: Any,
+    base_url: str,
+    headers: dict[str, str],
+    *,
+    config: Any = None,
+    classifier: Any = "default",
+    audit: Any = None,
+    session_id: str = "session",
+) -> tuple[Any, Any]:
+    """(IdleCompactor, its client) for a conversation the proxy relayed: the client speaks to
+    `base_url` (the SDK's base URL) with the headers of the conversation's last request."""
+    from winnow.runtime.idle import IdleCompactor
+    from winnow.runtime.llm import LLMClient
+
+    client = LLMClient(base_url, api=conversation.api, headers=headers)
+    compactor = IdleCompactor(
+        conversation,
+        client,
+        config,
+        classifier=classifier,
+        audit=audit,
+        session_id=session_id,
+    )
+    return compactor, client

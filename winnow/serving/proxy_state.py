@@ -1,0 +1,587 @@
+"""The proxy's memory of conversations: what each request becomes, and the compressed prefixes.
+
+    rewriter = Rewriter(budget=80_000)
+    plan = rewriter.plan("anthropic", body)      # plan.body is None: send the request unchanged
+
+A request under the budget goes upstream unchanged. Over it, the history before the last
+assistant turn is compressed and kept as a *prefix*: the compressed messages that stand for
+the first `covered` messages of the conversation, memoized under the chained digest of those
+messages. The next request of the conversation starts with the same messages, so it finds the
+prefix by its own digests and is sent as `prefix + its new messages`, the prefix byte for byte
+as before (a prompt-cache hit), with no compression work. When the request outgrows the budget
+again, the messages since the prefix (but the recent tail) are compressed and appended to it
+(the cache still holds everything before them), or, when the prefix has no room left, the
+prefix and they are compressed anew together (one cache miss, then stable bytes again).
+
+Digests ignore `cache_control` markers, which clients move from request to request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from winnow.serving.proxy_compress import (
+    CompressedBlock,
+    compress_messages,
+    default_compressor,
+    message_tokens,
+)
+from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens
+
+__all__ = ["IdleSessions", "Plan", "Prefix", "Rewriter", "RewriterConfig", "message_digest"]
+
+# A cache_control marker as json.dumps writes it: JSON strings hold no bare quote, so this
+# matches keys only; [^{}]* cannot backtrack (linear).
+_MARKER = re.compile(r'"cache_control":\{[^{}]*\}')
+_CONTINUED = "(continued)"  # what the renderer puts first when a run starts with the assistant
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_digest(message: Any) -> bytes:
+    """A digest of a message's content, blind to where the client put cache_control markers."""
+    text = _MARKER.sub("", _dumps(message))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@dataclass
+class RewriterConfig:
+    """How the budget is met, and how much state is kept.
+
+    After a compression the request holds `target` of the budget, so that the next requests
+    fit as they are; the raw tail holds at most `tail_share` of the budget (but always the last
+    assistant turn and what follows it); a prefix compressed anew gets `compact_to` of the room
+    left, so that later blocks can be appended to it for a while.
+    """
+
+    budget: int = 80_000
+    target: float = 0.8
+    tail_share: float = 0.3
+    compact_to: float = 0.6
+    min_room: float = 0.15  # append to the prefix only while this share of the room is free
+    max_prefixes: int = 256  # memoized prefixes, least recently used dropped first
+    per_conversation: int = 2  # the newest prefixes of one conversation kept
+    state_ttl_s: float = 3600.0  # a prefix unused this long is forgotten
+    token_memo: int = 200_000  # message digests whose token counts are remembered
+
+
+@dataclass
+class Prefix:
+    """Compressed messages that stand for the first `covered` messages of a conversation."""
+
+    covered: int
+    messages: list[dict[str, Any]]
+    tokens: int
+    tokens_before: int
+    conversation: str
+    hash: str  # digest of the bytes sent
+    last_used: float = 0.0
+    origin: str = "compress"  # or "idle": an idle compaction's summary
+    uses: int = 0
+
+
+@dataclass
+class Plan:
+    """What one request becomes. `body` None: the request goes upstream unchanged."""
+
+    api: str
+    action: str  # passthrough | reuse | append | compact | idle | unchanged
+    conversation: str
+    body: dict[str, Any] | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    covered: int = 0
+    prefix_hash: str | None = None
+    changed: dict[str, int] = field(default_factory=dict)
+    reason: str = ""
+    digests: list[bytes] = field(default_factory=list)  # of the request's messages
+    chains: list[bytes] = field(default_factory=list)  # chains[i]: of messages[:i]
+    source: dict[str, Any] | None = None  # the request body as the client sent it
+
+
+class Rewriter:
+    """Plans each request against the memoized prefixes; thread-safe."""
+
+    def __init__(
+        self,
+        config: RewriterConfig | None = None,
+        *,
+        compressor: Any = None,
+        clock: Callable[[], float] = time.time,
+        budget: int | None = None,
+    ) -> None:
+        self.config = config or RewriterConfig()
+        if budget is not None:
+            self.config.budget = budget
+        self._compressor = compressor
+        self.clock = clock
+        self._prefixes: OrderedDict[bytes, Prefix] = OrderedDict()
+        self._tokens: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._compress_lock = threading.Lock()  # one compression at a time: CPU-bound anyway
+
+    @property
+    def compressor(self) -> Any:
+        if self._compressor is None:
+            self._compressor = default_compressor()
+        return self._compressor
+
+    # -- the plan ------------------------------------------------------------------------------
+
+    def plan(self, api: str, body: dict[str, Any]) -> Plan:
+        """What to send for this request body (it is not changed)."""
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
+            return Plan(api, "unchanged", "", reason="no message list")
+        cfg, budget = self.config, self.config.budget
+        digests = [message_digest(m) for m in msgs]
+        chains = _chains(api, digests)
+        start = _leading_system(api, msgs)
+        toks = [self._count(api, m, d) for m, d in zip(msgs, digests)]
+        fixed = self._fixed(api, body) + sum(toks[:start])
+        conv = _conversation_id(api, body, chains, start)
+        plan = Plan(api, "passthrough", conv, digests=digests, chains=chains, source=body)
+        plan.tokens_in = fixed + sum(toks[start:])
+        entry = self._lookup(chains)
+        if entry is None:
+            k, prefix_tokens = start, 0
+            if plan.tokens_in <= budget:
+                plan.tokens_out = plan.tokens_in
+                return plan
+        else:
+            k, prefix_tokens = entry.covered, entry.tokens
+            total = fixed + prefix_tokens + sum(toks[k:])
+            if total <= budget:
+                return self._send(plan, body, msgs, start, entry, "reuse", total)
+        t = self._cut(msgs, toks, k)
+        tail = sum(toks[t:])
+        room = int(cfg.target * budget) - fixed - tail
+        block = msgs[k:t]
+        with self._compress_lock:
+            if entry is not None and block and room - prefix_tokens >= cfg.min_room * room:
+                part = compress_messages(api, block, room - prefix_tokens, self.compressor)
+                joined = _join(api, _strip_markers(entry.messages), part.messages)
+                new = CompressedBlock(
+                    joined, entry.tokens_before + part.tokens_before, 0, part.changed
+                )
+                action = "append"
+            elif entry is not None or block:
+                source = _strip_markers(entry.messages) if entry is not None else []
+                new = compress_messages(
+                    api, source + block, int(max(0, room) * cfg.compact_to), self.compressor
+                )
+                if entry is not None:
+                    new.tokens_before = entry.tokens_before + sum(toks[k:t])
+                action = "compact"
+            else:
+                plan.tokens_out = plan.tokens_in
+                plan.reason = "over budget, but nothing before the last assistant turn"
+                return plan
+        new.tokens = sum(self._count(api, m, message_digest(m)) for m in new.messages)
+        prefix = Prefix(
+            covered=t,
+            messages=new.messages,
+            tokens=new.tokens,
+            tokens_before=new.tokens_before,
+            conversation=conv,
+            hash=hashlib.blake2b(_dumps(new.messages).encode(), digest_size=8).hexdigest(),
+        )
+        self._store(chains[t], prefix)
+        plan.changed = new.changed
+        total = fixed + prefix.tokens + tail
+        return self._send(plan, body, msgs, start, prefix, action, total)
+
+    def remember(self, chain: bytes, prefix: Prefix) -> None:
+        """Memoize a prefix made elsewhere (an idle compaction's summary)."""
+        self._store(chain, prefix)
+
+    def forget(self, chain: bytes) -> None:
+        with self._lock:
+            self._prefixes.pop(chain, None)
+
+    def count(self, api: str, messages: Sequence[dict[str, Any]]) -> int:
+        """Tokens of provider messages, as plans count them."""
+        return sum(self._count(api, m, message_digest(m)) for m in messages)
+
+    def _send(
+        self,
+        plan: Plan,
+        body: dict[str, Any],
+        msgs: list[dict[str, Any]],
+        start: int,
+        prefix: Prefix,
+        action: str,
+        total: int,
+    ) -> Plan:
+        head = list(prefix.messages)
+        if plan.api == "anthropic":
+            head = _mark_end(body, head, msgs[prefix.covered :], self._fixed_and(body, prefix))
+        messages = [*msgs[:start], *_join(plan.api, head, msgs[prefix.covered :])]
+        plan.body = {**body, "messages": messages}
+        if prefix.origin == "idle" and prefix.uses == 0:
+            action = "idle"
+        prefix.uses += 1
+        plan.action, plan.tokens_out, plan.covered = action, total, prefix.covered
+        plan.prefix_hash = prefix.hash
+        if total > self.config.budget:
+            plan.reason = "over budget after compression: the last turn alone is larger"
+        return plan
+
+    def _fixed_and(self, body: dict[str, Any], prefix: Prefix) -> int:
+        return self._fixed("anthropic", body) + prefix.tokens
+
+    # -- where the raw tail starts -------------------------------------------------------------
+
+    def _cut(self, msgs: list[dict[str, Any]], toks: list[int], lo: int) -> int:
+        """Where the raw tail starts: an assistant message after `lo`, at or before the last one
+        (whose thinking must go back unchanged), the earliest whose tail fits `tail_share` of
+        the budget, else the last. `lo` when there is none (nothing new to compress)."""
+        cands = [i for i in range(lo + 1, len(msgs)) if msgs[i].get("role") == "assistant"]
+        if not cands:
+            return lo
+        limit = self.config.tail_share * self.config.budget
+        suffix = [0] * (len(msgs) + 1)
+        for i in range(len(msgs) - 1, -1, -1):
+            suffix[i] = suffix[i + 1] + toks[i]
+        return next((i for i in cands if suffix[i] <= limit), cands[-1])
+
+    # -- memo ----------------------------------------------------------------------------------
+
+    def _lookup(self, chains: list[bytes]) -> Prefix | None:
+        now = self.clock()
+        with self._lock:
+            self._expire(now)
+            for i in range(len(chains) - 1, 0, -1):
+                entry = self._prefixes.get(chains[i])
+                if entry is not None:
+                    self._prefixes.move_to_end(chains[i])
+                    entry.last_used = now
+                    return entry
+        return None
+
+    def _store(self, chain: bytes, prefix: Prefix) -> None:
+        cfg = self.config
+        prefix.last_used = self.clock()
+        with self._lock:
+            self._prefixes[chain] = prefix
+            self._prefixes.move_to_end(chain)
+            mine = [k for k, p in self._prefixes.items() if p.conversation == prefix.conversation]
+            for k in mine[: -cfg.per_conversation]:
+                del self._prefixes[k]
+            while len(self._prefixes) > cfg.max_prefixes:
+                self._prefixes.popitem(last=False)
+
+    def _expire(self, now: float) -> None:
+        while self._prefixes:
+            key, oldest = next(iter(self._prefixes.items()))
+            if now - oldest.last_used < self.config.state_ttl_s:
+                return
+            del self._prefixes[key]
+
+    def prefixes(self) -> int:
+        """How many prefixes are memoized (for tests and the bounded-memory check)."""
+        with self._lock:
+            return len(self._prefixes)
+
+    # -- token counts --------------------------------------------------------------------------
+
+    def _count(self, api: str, message: dict[str, Any], digest: bytes) -> int:
+        n = self._tokens.get(digest)
+        if n is None:
+            n = message_tokens(api, message, self.compressor.counter)
+            with self._lock:
+                self._tokens[digest] = n
+                while len(self._tokens) > self.config.token_memo:
+                    self._tokens.popitem(last=False)
+        return n
+
+    def _fixed(self, api: str, body: dict[str, Any]) -> int:
+        """Tokens of what is sent beside the messages: the system prompt and tool definitions."""
+        parts = [body.get("tools")]
+        if api == "anthropic":
+            parts.append(body.get("system"))
+        text = _dumps(parts)
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        n = self._tokens.get(digest)
+        if n is None:
+            n = self.compressor.counter.count(text) if parts != [None, None] else 0
+            with self._lock:
+                self._tokens[digest] = n
+        return n
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _chains(api: str, digests: Sequence[bytes]) -> list[bytes]:
+    h = hashlib.blake2b(api.encode(), digest_size=16).digest()
+    out = [h]
+    for d in digests:
+        h = hashlib.blake2b(h + d, digest_size=16).digest()
+        out.append(h)
+    return out
+
+
+def _leading_system(api: str, msgs: list[dict[str, Any]]) -> int:
+    """OpenAI's leading system / developer messages: kept as they are, like Anthropic's system."""
+    if api != "openai":
+        return 0
+    n = 0
+    while n < len(msgs) and msgs[n].get("role") in ("system", "developer"):
+        n += 1
+    return n
+
+
+def _conversation_id(api: str, body: dict[str, Any], chains: list[bytes], start: int) -> str:
+    """The same for every request of a conversation: its system prompt and first message."""
+    first = chains[min(start + 1, len(chains) - 1)]
+    system = _dumps(body.get("system")) if api == "anthropic" else ""
+    h = hashlib.blake2b(first + _MARKER.sub("", system).encode(), digest_size=6)
+    return h.hexdigest()
+
+
+def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content or [])
+
+
+def _is_stub(message: dict[str, Any]) -> bool:
+    return message.get("role") == "user" and _content(message) == [
+        {"type": "text", "text": _CONTINUED}
+    ]
+
+
+def _join(
+    api: str, head: list[dict[str, Any]], rest: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`head + rest` with the roles still alternating where they meet."""
+    rest = list(rest)
+    if not head or not rest:
+        return head + rest
+    last, first = head[-1].get("role"), rest[0].get("role")
+    if last == "user" and _is_stub(rest[0]):
+        rest = rest[1:]
+        first = rest[0].get("role") if rest else None
+    if api == "anthropic" and last == first == "user":
+        merged = {**head[-1], "content": _content(head[-1]) + _content(rest[0])}
+        return [*head[:-1], merged, *rest[1:]]
+    if last == first == "assistant":
+        stub: dict[str, Any] = {"role": "user", "content": _CONTINUED}
+        if api == "anthropic":
+            stub["content"] = [{"type": "text", "text": _CONTINUED}]
+        return [*head, stub, *rest]
+    return head + rest
+
+
+def _strip_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy without cache_control markers (the prefix gets its own at send time)."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and "cache_control" in b for b in content
+        ):
+            content = [
+                {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
+                for b in content
+            ]
+            m = {**m, "content": content}
+        out.append(m)
+    return out
+
+
+def _ttls(obj: Any) -> list[str]:
+    """The TTLs of the cache_control markers in `obj`, in order ("5m" when none is named)."""
+    text = _dumps(obj)
+    return [
+        "1h" if '"ttl":"1h"' in m.group(0) else "5m" for m in _MARKER.finditer(text)
+    ]  # linear: one pass
+
+
+def _mark_end(
+    body: dict[str, Any],
+    head: list[dict[str, Any]],
+    tail: Sequence[dict[str, Any]],
+    tokens_to_end: int,
+) -> list[dict[str, Any]]:
+    """The prefix with a cache breakpoint on its last block, where the rendering rules allow
+    one: within the four the API accepts beside the client's own, when the prompt up to it
+    reaches the model's minimum cacheable length, and with a TTL that keeps longer-lived
+    breakpoints first."""
+    if not head:
+        return head
+    before = _ttls([body.get("tools"), body.get("system")])
+    after = _ttls(list(tail))
+    if len(before) + len(after) >= MAX_BREAKPOINTS:
+        return head
+    if tokens_to_end < min_cacheable_tokens(str(body.get("model") or "")):
+        return head
+    long = "1h" in after or (before and all(t == "1h" for t in before))
+    if long and "5m" in before:
+        return head  # the client's own order already forbids it
+    marker = {"type": "ephemeral", "ttl": "1h"} if long else {"type": "ephemeral"}
+    last = head[-1]
+    content = _content(last)
+    if not content or not isinstance(content[-1], dict):
+        return head
+    content[-1] = {**content[-1], "cache_control": marker}
+    return [*head[:-1], {**last, "content": content}]
+
+
+# -- idle compaction ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Idle:
+    compactor: Any
+    client: Any
+    chain: bytes  # of the client's messages of the request that ended the turn
+    covered: int
+    watcher: Any = None
+    installed: bool = False
+
+
+class IdleSessions:
+    """`--idle`: after a turn that ends with the agent waiting for its user, an IdleCompactor
+    (winnow.runtime.idle) on exactly what was sent arms a timer at the cache TTL minus a safety
+    margin, when the economics say it pays; it then sends the insert-then-compress request on
+    the warm cache. Its summary, with the recent turns, becomes the prefix that stands for the
+    conversation so far, so the next request of the conversation is sent as summary + recent
+    turns + what is new. Any request of the conversation meanwhile cancels the compaction.
+
+    Call `activity` and `turn_ended` from the event loop.
+    """
+
+    def __init__(
+        self,
+        rewriter: Rewriter,
+        upstream: str,
+        folder: str | Any,
+        config: Any = None,
+        *,
+        max_sessions: int = 64,
+    ) -> None:
+        self.rewriter = rewriter
+        self.upstream = upstream.rstrip("/")
+        self.folder = folder
+        self.config = config
+        self.max_sessions = max_sessions
+        self.sessions: OrderedDict[str, _Idle] = OrderedDict()
+        self.decisions: dict[str, str] = {}  # conversation -> the last arming decision, in words
+
+    def activity(self, plan: Plan) -> None:
+        """A request of the conversation arrived: cancel its timer or compaction."""
+        s = self.sessions.pop(plan.conversation, None)
+        if s is None:
+            return
+        s.compactor.preempt("request")
+        if s.installed and plan.action != "idle":
+            self.rewriter.forget(s.chain)  # the request went without it: do not switch later
+
+    def turn_ended(self, plan: Plan, tap: Any, headers: Any, path: str) -> None:
+        """The answer to `plan` is complete: arm the conversation's compaction if it pays."""
+        from winnow.runtime.archive import AuditLog
+        from winnow.runtime.llm import Conversation
+        from winnow.serving.proxy_compress import idle_compactor
+
+        if tap.stop_reason not in ("end_turn", "stop") or tap.message is None:
+            return  # the agent is mid-loop: its tool results follow at once
+        body = plan.body if plan.body is not None else plan.source
+        if body is None:
+            return
+        api = plan.api
+        rest = {
+            k: v
+            for k, v in body.items()
+            if k not in ("model", "messages", "system", "tools", "stream", "stream_options")
+        }
+        messages = list(body["messages"])
+        system = body.get("system")
+        if api == "openai":
+            lead = _leading_system(api, messages)
+            if lead > 1 or (lead == 1 and set(messages[0]) != {"role", "content"}):
+                self.decisions[plan.conversation] = "not armed: more than one system message"
+                return
+            system = messages[0]["content"] if lead else None
+            messages = messages[lead:]
+        conv = Conversation(
+            api, str(body.get("model") or ""), [*messages, tap.message], system,
+            body.get("tools"), rest,
+        )  # fmt: skip
+        base = self.upstream
+        if api == "openai":
+            base += path[: -len("/chat/completions")]
+        keep = {
+            k: v
+            for k, v in headers.items()
+            if k.lower() not in ("host", "content-length", "accept-encoding", "connection")
+        }
+        compactor, client = idle_compactor(
+            conv,
+            base,
+            keep,
+            config=self.config,
+            classifier=getattr(self.rewriter.compressor, "classifier", "default"),
+            audit=AuditLog(self.folder, plan.conversation),
+            session_id=plan.conversation,
+        )
+        why = compactor.turn_ended(tap.usage)
+        self.decisions[plan.conversation] = why
+        if compactor.state != "armed":
+            asyncio.get_running_loop().create_task(client.aclose())
+            return
+        s = _Idle(compactor, client, plan.chains[-1], len(plan.digests))
+        old = self.sessions.pop(plan.conversation, None)
+        if old is not None:
+            old.compactor.preempt("replaced")
+        self.sessions[plan.conversation] = s
+        while len(self.sessions) > self.max_sessions:
+            _, gone = self.sessions.popitem(last=False)
+            gone.compactor.preempt("too many idle sessions")
+        s.watcher = asyncio.get_running_loop().create_task(self._watch(plan, s))
+
+    async def _watch(self, plan: Plan, s: _Idle) -> None:
+        try:
+            await s.compactor.wait()
+            if (
+                s.compactor.state != "compacted_idle"
+                or self.sessions.get(plan.conversation) is not s
+            ):
+                return
+            msgs = s.compactor.conversation.messages
+            kept = _join(plan.api, msgs[:1], msgs[1:-1])  # the summary, then the recent turns
+            prefix = Prefix(
+                covered=s.covered,
+                messages=_strip_markers(kept),
+                tokens=self.rewriter.count(plan.api, kept),
+                tokens_before=plan.tokens_out,
+                conversation=plan.conversation,
+                hash=hashlib.blake2b(_dumps(kept).encode(), digest_size=8).hexdigest(),
+                origin="idle",
+            )
+            self.rewriter.remember(s.chain, prefix)
+            s.installed = True
+        finally:
+            await s.client.aclose()  # the credentials go with it
+
+    async def close(self) -> None:
+        for s in list(self.sessions.values()):
+            s.compactor.preempt("shutdown")
+            if s.watcher is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await s.watcher
+        self.sessions.clear()
