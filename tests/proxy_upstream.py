@@ -8,8 +8,9 @@
         assert not up.problems()                   # every request was valid
 
 It records every request (path, query, headers, raw bytes, parsed body), validates it as the
-real APIs do (tool pairs and their placement, role order, non-empty text, at most 4
-cache_control blocks, TTL order, and thinking blocks exactly as this server signed them), and
+real APIs do (tests/api_validate.py: tool pairs and their placement, role order, non-empty
+text, at most 4 cache_control blocks, TTL order; and every thinking block exactly as this
+server signed it), answers an invalid request with the API's 400, and otherwise
 answers with the APIs' own JSON or SSE events, each response with fresh message and tool ids.
 Usage simulates prompt caching: the longest prefix (tools, system, messages, with cache_control
 markers left out) shared byte for byte with an earlier request counts as cache reads, when it
@@ -29,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from api_validate import validate_anthropic, validate_openai
 
 BYTES_PER_TOKEN = 4
 MIN_CACHEABLE = 1024
@@ -90,131 +93,19 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 # -- validation ----------------------------------------------------------------------------------
 
-_ANTHROPIC_BLOCKS = {
-    "text",
-    "image",
-    "document",
-    "search_result",
-    "thinking",
-    "redacted_thinking",
-    "tool_use",
-    "tool_result",
-    "server_tool_use",
-    "web_search_tool_result",
-}
 
-
-def _shared_validators() -> tuple[Any, Any] | None:
-    """tests/api_validate.py (contract C3), once it is on main."""
-    try:
-        import api_validate  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return api_validate.validate_anthropic, api_validate.validate_openai
-
-
-def validate_anthropic(body: dict[str, Any], signed: dict[str, str]) -> list[str]:
-    problems: list[str] = []
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        return ["messages: must be a non-empty list"]
-    if _MARKER.pattern and len(_MARKER.findall(json.dumps(body, separators=(",", ":")))) > 4:
-        problems.append("more than 4 blocks with cache_control")
-    ttls = [
-        "1h" if '"ttl":"1h"' in m else "5m"
-        for m in _MARKER.findall(json.dumps(body, separators=(",", ":")))
-    ]
-    if "1h" in ttls and ttls.index("1h") > (ttls.index("5m") if "5m" in ttls else len(ttls)):
-        problems.append("a 1h cache_control after a 5m one")
-    pending: list[str] = []
-    conv = [m for m in msgs if m.get("role") != "system"]  # mid-conversation system turns
-    if conv and conv[0].get("role") != "user":
-        problems.append("messages: the first turn must be the user's")
-    prev_role = None
-    for i, m in enumerate(msgs):
-        role = m.get("role")
-        if role not in ("user", "assistant", "system"):
-            problems.append(f"messages.{i}: unknown role {role!r}")
-            continue
-        content = m.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(blocks, list) or not blocks:
-            problems.append(f"messages.{i}: empty content")
-            blocks = []
-        if role == "system":
-            continue
-        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
-        if pending:
-            if role != "user" or set(results) != set(pending):
-                problems.append(
-                    f"messages.{i}: tool_use ids {pending} have no tool_result right after"
-                )
-            elif blocks[: len(results)] != [b for b in blocks if b.get("type") == "tool_result"]:
-                problems.append(f"messages.{i}: tool_result blocks must come first")
-        elif results:
-            problems.append(f"messages.{i}: tool_result {results} without its tool_use")
-        if role == prev_role == "assistant":
-            problems.append(f"messages.{i}: two assistant turns in a row")
-        pending = []
-        for j, b in enumerate(blocks):
-            kind = b.get("type")
-            where = f"messages.{i}.content.{j}"
-            if kind not in _ANTHROPIC_BLOCKS:
-                problems.append(f"{where}: unknown block type {kind!r}")
-            if kind == "text" and not (b.get("text") or "").strip():
-                problems.append(f"{where}: text content blocks must be non-empty")
-            if kind in ("tool_use", "thinking") and role != "assistant":
-                problems.append(f"{where}: {kind} in a {role} turn")
-            if kind == "tool_use":
-                if not re.fullmatch(r"[A-Za-z0-9_-]+", str(b.get("id", ""))):
-                    problems.append(f"{where}: bad tool_use id")
-                if not isinstance(b.get("input"), dict):
-                    problems.append(f"{where}: tool_use input must be an object")
-                pending.append(b.get("id"))
-            if kind == "thinking":
+def validate(api: str, body: Any, signed: dict[str, str]) -> list[str]:
+    """What the API would answer with a 400 (tests/api_validate.py, contract C3), and, as the
+    API checks signatures, every thinking block exactly as this server signed it."""
+    if api == "openai":
+        return validate_openai(body)
+    problems = validate_anthropic(body)
+    for i, m in enumerate(body.get("messages") or []):
+        content = m.get("content") if isinstance(m, dict) else None
+        for j, b in enumerate(content if isinstance(content, list) else []):
+            if isinstance(b, dict) and b.get("type") == "thinking":
                 if signed.get(b.get("signature", "")) != b.get("thinking"):
-                    problems.append(f"{where}: thinking block changed or signature invalid")
-        prev_role = role
-    last_assistant = max(
-        (i for i, m in enumerate(msgs) if m.get("role") == "assistant"), default=-1
-    )
-    if pending and last_assistant == len(msgs) - 1 and msgs[-1].get("role") == "assistant":
-        problems.append("the last assistant turn has tool_use blocks without results")
-    return problems
-
-
-def validate_openai(body: dict[str, Any]) -> list[str]:
-    problems: list[str] = []
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        return ["messages: must be a non-empty list"]
-    pending: set[str] = set()
-    for i, m in enumerate(msgs):
-        role = m.get("role")
-        if role not in ("system", "developer", "user", "assistant", "tool"):
-            problems.append(f"messages[{i}]: unknown role {role!r}")
-        if role == "tool":
-            cid = m.get("tool_call_id")
-            if cid not in pending:
-                problems.append(f"messages[{i}]: tool message without a preceding tool call")
-            pending.discard(cid)
-            continue
-        if pending:
-            problems.append(f"messages[{i}]: tool calls {sorted(pending)} were not answered")
-            pending = set()
-        if role == "assistant":
-            for call in m.get("tool_calls") or ():
-                pending.add(call.get("id"))
-                try:
-                    json.loads((call.get("function") or {}).get("arguments", ""))
-                except ValueError:
-                    problems.append(f"messages[{i}]: tool call arguments are not JSON")
-            if m.get("content") is None and not m.get("tool_calls"):
-                problems.append(f"messages[{i}]: assistant message with neither content nor calls")
-        elif not m.get("content"):
-            problems.append(f"messages[{i}]: empty content")
-    if pending:
-        problems.append(f"tool calls {sorted(pending)} were not answered")
+                    problems.append(f"messages.{i}.content.{j}: thinking changed or not signed")
     return problems
 
 
@@ -239,7 +130,6 @@ class Upstream:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
-        self.shared = _shared_validators()
 
     def __enter__(self) -> Upstream:
         owner = self
@@ -294,13 +184,7 @@ class Upstream:
                 turn = Turn()
             turn = Turn(text=turn) if isinstance(turn, str) else turn
             if isinstance(rec.body, dict) and rec.path.endswith(("/messages", "/completions")):
-                if rec.api == "anthropic":
-                    rec.problems = validate_anthropic(rec.body, self.signed)
-                else:
-                    rec.problems = validate_openai(rec.body)
-                if self.shared is not None:
-                    check = self.shared[0] if rec.api == "anthropic" else self.shared[1]
-                    rec.problems += [f"api_validate: {p}" for p in check(rec.body)]
+                rec.problems = validate(rec.api, rec.body, self.signed)
                 rec.usage = self._usage(rec, turn)
             return turn
 

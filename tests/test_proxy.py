@@ -22,6 +22,19 @@ from winnow.serving.proxy_compress import default_compressor  # noqa: E402
 from winnow.serving.proxy_state import Rewriter, RewriterConfig  # noqa: E402
 
 MODEL = "claude-sonnet-4-6"
+TOOLS = [
+    {
+        "name": "Bash",
+        "description": "Run a shell command",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
+]
+OPENAI_TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "bash", "parameters": TOOLS[0]["input_schema"]},
+    }
+]
 LOG_LINE = "PASSED tests/test_api.py::test_endpoint_{i} in 0.{i:02d}s (worker gw{w})\n"
 
 
@@ -73,7 +86,7 @@ def replay_anthropic(client, *, stream: bool, steps: int = 14, beta: bool = Fals
     sent = []
     api = client.beta.messages if beta else client.messages
     for _ in range(steps):
-        kw: dict[str, Any] = dict(model=MODEL, max_tokens=1024, messages=messages)
+        kw: dict[str, Any] = dict(model=MODEL, max_tokens=1024, messages=messages, tools=TOOLS)
         if beta:  # what Claude Code sends: POST /v1/messages?beta=true
             kw["extra_query"] = {"beta": "true"}
         if stream:
@@ -205,7 +218,7 @@ def openai_loop(client, *, stream: bool, steps: int = 10):
         {"role": "user", "content": "Make the API tests pass; do not change the schema."},
     ]
     for _ in range(steps):
-        kw = dict(model="gpt-4.1", messages=messages)
+        kw = dict(model="gpt-4.1", messages=messages, tools=OPENAI_TOOLS)
         if stream:
             text, calls = "", {}
             for chunk in client.chat.completions.create(stream=True, **kw):
@@ -342,7 +355,9 @@ def test_many_concurrent_conversations_bounded_state(compressor):
                 )
                 msgs = [{"role": "user", "content": f"Conversation {k}: fix test case {k}."}]
                 for _ in range(7):
-                    m = client.messages.create(model=MODEL, max_tokens=64, messages=msgs)
+                    m = client.messages.create(
+                        model=MODEL, max_tokens=64, messages=msgs, tools=TOOLS
+                    )
                     blocks = [b.model_dump(exclude_none=True) for b in m.content]
                     msgs = [*msgs, {"role": "assistant", "content": blocks}]
                     msgs.append(
