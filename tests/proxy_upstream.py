@@ -35,7 +35,7 @@ from api_validate import validate_anthropic, validate_openai
 
 BYTES_PER_TOKEN = 4
 MIN_CACHEABLE = 1024
-_MARKER = re.compile(r'"cache_control":\{[^{}]*\}')
+_MARKER = re.compile(r',"cache_control":\{[^{}]*\}|"cache_control":\{[^{}]*\},?')
 
 
 @dataclass

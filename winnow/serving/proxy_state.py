@@ -40,9 +40,9 @@ from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens
 
 __all__ = ["IdleSessions", "Plan", "Prefix", "Rewriter", "RewriterConfig", "message_digest"]
 
-# A cache_control marker as json.dumps writes it: JSON strings hold no bare quote, so this
-# matches keys only; [^{}]* cannot backtrack (linear).
-_MARKER = re.compile(r'"cache_control":\{[^{}]*\}')
+# A cache_control marker as json.dumps writes it, with its comma: JSON strings hold no bare quote,
+# so this matches keys only; [^{}]* cannot backtrack (linear).
+_MARKER = re.compile(r',"cache_control":\{[^{}]*\}|"cache_control":\{[^{}]*\},?')
 _CONTINUED = "(continued)"  # what the renderer puts first when a run starts with the assistant
 
 
