@@ -284,6 +284,8 @@ class _Proxy:
                 action=plan.action,
                 tokens_in=plan.tokens_in,
                 tokens_out=plan.tokens_out,
+                messages_in=plan.messages_in,
+                messages_out=plan.messages_out,
                 covered=plan.covered,
                 prefix_hash=plan.prefix_hash,
                 changed=plan.changed,

@@ -134,16 +134,14 @@ def _report(path: str) -> int:
     if not rows:
         console.print(f"{p}: no requests audited", markup=False)
     else:
-        cols = ("conversation", "requests", "rewritten", "compressions", "tokens in", "sent")
         table = Table(header_style="bold", box=None, pad_edge=False)
         table.add_column("conversation", no_wrap=True, min_width=12)
-        for col in (*cols[1:], "saved", "cache reads"):
-            table.add_column(col, justify="right")
+        for col in ("requests", "compressed", "tokens in", "sent", "saved", "cache reads"):
+            table.add_column(col, justify="right", no_wrap=True)
         for r in rows:
             table.add_row(
                 r.conversation,
                 f"{r.requests:,}",
-                f"{r.rewritten:,}",
                 f"{r.compressions:,}",
                 f"{r.tokens_in:,}",
                 f"{r.tokens_out:,}",
@@ -156,7 +154,6 @@ def _report(path: str) -> int:
         table.add_row(
             "[bold]all",
             f"{sum(r.requests for r in rows):,}",
-            f"{sum(r.rewritten for r in rows):,}",
             f"{sum(r.compressions for r in rows):,}",
             f"{tin:,}",
             f"{tout:,}",
@@ -165,6 +162,7 @@ def _report(path: str) -> int:
         )
         console.print(table)
         console.print(
+            "compressed: requests whose history was compressed anew (the others reuse its bytes); "
             "tokens in / sent: winnow's count of what clients sent and of what went upstream; "
             "cache reads: the upstream's cache reads over all its input tokens",
             soft_wrap=True,

@@ -60,9 +60,13 @@ def compress_messages(
     compressed to about `limit` tokens, as valid provider messages that start with a user turn.
 
     Older thinking blocks are left out whole, never turned into text (the APIs accept a history
-    without them); the caller keeps the last assistant turn out of `messages`.
+    without them); the caller keeps the last assistant turn out of `messages`. System-role
+    messages inside the history are kept verbatim, as a must-keep category.
     """
     units = [u for u in to_units(api, list(messages)) if u.kind != "thinking"]
+    for u in units:  # mid-conversation system turns (Claude Code's environment, skills): pinned
+        if u.role == "system":
+            u.extra["category"] = "constraint"
     result = compressor.compress(units, max(1, limit))
     if api == "anthropic":
         body = to_anthropic(result.units)

@@ -102,6 +102,8 @@ class Plan:
     body: dict[str, Any] | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    messages_in: int = 0
+    messages_out: int = 0
     covered: int = 0
     prefix_hash: str | None = None
     changed: dict[str, int] = field(default_factory=dict)
@@ -154,6 +156,7 @@ class Rewriter:
         conv = _conversation_id(api, body, chains, start)
         plan = Plan(api, "passthrough", conv, digests=digests, chains=chains, source=body)
         plan.tokens_in = fixed + sum(toks[start:])
+        plan.messages_in = plan.messages_out = len(msgs)
         entry = self._lookup(chains)
         if entry is None:
             k, prefix_tokens = start, 0
@@ -230,6 +233,7 @@ class Rewriter:
             head = _mark_end(body, head, msgs[prefix.covered :], self._fixed_and(body, prefix))
         messages = [*msgs[:start], *_join(plan.api, head, msgs[prefix.covered :])]
         plan.body = {**body, "messages": messages}
+        plan.messages_out = len(messages)
         if prefix.origin == "idle" and prefix.uses == 0:
             action = "idle"
         prefix.uses += 1
