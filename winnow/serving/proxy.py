@@ -170,11 +170,9 @@ class _Proxy:
         if found is not None:
             api, _kind = found
             try:
-                body = json.loads(raw)
-                if isinstance(body, dict):
-                    plan = await asyncio.to_thread(self.rewriter.plan, api, body)
-                    if plan.body is not None:
-                        data = _encode(plan.body)
+                plan = await asyncio.to_thread(self.rewriter.plan_request, api, raw)
+                if plan is not None and plan.body is not None:
+                    data = plan.data if plan.data is not None else _encode(plan.body)
             except Exception as e:  # noqa: BLE001 - fail open: the original request goes upstream
                 error = f"{type(e).__name__}: {str(e)[:200]}"
                 log.warning("winnow proxy: compression failed, request sent unchanged: %s", error)
@@ -318,10 +316,8 @@ async def _read_body(request: Request, cap: int) -> bytes | None:
 
 
 def _encode(body: dict[str, Any]) -> bytes:
-    try:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate escaped in the input: keep it escaped
-        return json.dumps(body, separators=(",", ":")).encode("ascii")
+    """Compact ASCII JSON: the encoder's fast path, the same bytes for the same body."""
+    return json.dumps(body, separators=(",", ":")).encode("ascii")
 
 
 def _error_body(api: str, status: int, message: str) -> dict[str, Any]:

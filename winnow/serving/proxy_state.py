@@ -38,22 +38,150 @@ from winnow.serving.proxy_compress import (
 )
 from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens
 
-__all__ = ["IdleSessions", "Plan", "Prefix", "Rewriter", "RewriterConfig", "message_digest"]
+__all__ = [
+    "IdleSessions",
+    "Parsed",
+    "Plan",
+    "Prefix",
+    "Rewriter",
+    "RewriterConfig",
+    "message_digest",
+    "parse_request",
+]
 
-# A cache_control marker as json.dumps writes it, with its comma: JSON strings hold no bare quote,
-# so this matches keys only; [^{}]* cannot backtrack (linear).
-_MARKER = re.compile(r',"cache_control":\{[^{}]*\}|"cache_control":\{[^{}]*\},?')
+# A cache_control marker with its comma, however the client spaced it: JSON strings hold no
+# bare quote, so this matches keys only; every branch starts with a literal (linear).
+_MARKER = re.compile(
+    r',\s*"cache_control"\s*:\s*\{[^{}]*\}|"cache_control"\s*:\s*\{[^{}]*\}\s*,?\s*'
+)
+PROBE = 4096  # characters of a prefix's text by which a request is matched to it
 _CONTINUED = "(continued)"  # what the renderer puts first when a run starts with the assistant
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+# ASCII output: the encoder's fast path (about 10x faster on non-ASCII text), and any string
+# encodes, lone surrogates included. Used for digests and for the bytes sent upstream alike.
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def message_digest(message: Any) -> bytes:
     """A digest of a message's content, blind to where the client put cache_control markers."""
-    text = _MARKER.sub("", _dumps(message))
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return _digest(_dumps(message))
+
+
+def _digest(text: str) -> bytes:
+    if '"cache_control"' in text:
+        text = _MARKER.sub("", text)
+    return _hash(text)
+
+
+def _hash(text: str, size: int = 16) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=size).digest()
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_decoder = json.JSONDecoder()
+
+
+@dataclass
+class Parsed:
+    """A request body and where each of its messages sits in the client's own text."""
+
+    body: Any
+    text: str = ""
+    spans: list[Any] | None = None  # (start, end) of each message in `text`
+    array: tuple[int, int] = (0, 0)  # of the messages list, brackets included
+
+
+class _Scanner:
+    """The standard decoder stepped value by value through a top-level object, so that the
+    messages list can be entered (its items' spans kept) or skipped over by a known prefix."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.i = text, 0
+
+    def peek(self) -> str:
+        self.i = _WS.match(self.text, self.i).end()
+        return self.text[self.i]
+
+    def take(self, ch: str) -> None:
+        if self.peek() != ch:
+            raise ValueError(f"expected {ch!r} at {self.i}")
+        self.i += 1
+
+    def value(self) -> Any:
+        self.peek()
+        value, self.i = _decoder.raw_decode(self.text, self.i)
+        return value
+
+    def key(self) -> str:
+        if self.peek() != '"':
+            raise ValueError(f"expected a key at {self.i}")
+        key = self.value()
+        self.take(":")
+        return key
+
+    def more(self, close: str) -> bool:
+        """After an item: True when another follows (its comma taken), False at `close`."""
+        if self.peek() == ",":
+            self.i += 1
+            return True
+        self.take(close)
+        return False
+
+    def items(self) -> tuple[list[Any], list[tuple[int, int]]]:
+        """The items of a list whose `[` is taken, and their spans; ends after its `]`."""
+        values, spans = [], []
+        if self.peek() == "]":
+            self.i += 1
+            return values, spans
+        while True:
+            self.peek()
+            start = self.i
+            values.append(self.value())
+            spans.append((start, self.i))
+            if not self.more("]"):
+                return values, spans
+
+    def end(self) -> None:
+        if _WS.match(self.text, self.i).end() != len(self.text):
+            raise ValueError("extra data")
+
+
+def parse_request(raw: bytes, text: str | None = None) -> Parsed:
+    """The body as `json.loads` reads it, and the span of each message in the text: their
+    digests come from the client's own bytes (no re-serialization), and the bytes sent upstream
+    are the client's but for the compressed prefix."""
+    try:
+        return _scan(raw.decode("utf-8") if text is None else text)
+    except (ValueError, IndexError):
+        return Parsed(json.loads(raw))  # the standard reader's answer (or its error)
+
+
+def _scan(text: str) -> Parsed:
+    s = _Scanner(text)
+    if s.peek() != "{":
+        return Parsed(json.loads(text))
+    s.i += 1
+    body: dict[str, Any] = {}
+    out = Parsed(body, text)
+    if s.peek() == "}":
+        s.i += 1
+    else:
+        while True:
+            key = s.key()
+            if key == "messages" and s.peek() == "[":
+                begin = s.i
+                s.i += 1
+                body[key], out.spans = s.items()
+                out.array = (begin, s.i)
+            else:
+                body[key] = s.value()
+                if key == "messages":
+                    out.spans = None
+            if not s.more("}"):
+                break
+    s.end()
+    return out
 
 
 @dataclass
@@ -90,6 +218,21 @@ class Prefix:
     last_used: float = 0.0
     origin: str = "compress"  # or "idle": an idle compaction's summary
     uses: int = 0
+    client_tokens: int = 0  # the client's tokens of the messages it stands for
+    raw_len: int = 0  # the length of their text in the client's request...
+    raw_hash: bytes | None = None  # ...its hash...
+    probe: bytes | None = None  # ...and that of its first PROBE characters
+    _variants: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def variant(self, marker: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+        """The messages with `marker` on their last block, and the JSON of each: made once per
+        marker, so that every request sends the same objects and bytes."""
+        key = _dumps(marker)
+        v = self._variants.get(key)
+        if v is None:
+            head = _with_marker(self.messages, marker) if marker else self.messages
+            v = self._variants[key] = (head, [_dumps(m) for m in head])
+        return v
 
 
 @dataclass
@@ -102,6 +245,7 @@ class Plan:
     body: dict[str, Any] | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    fixed: int = 0  # of tokens_in: the system prompt and tool definitions
     messages_in: int = 0
     messages_out: int = 0
     covered: int = 0
@@ -111,6 +255,7 @@ class Plan:
     digests: list[bytes] = field(default_factory=list)  # of the request's messages
     chains: list[bytes] = field(default_factory=list)  # chains[i]: of messages[:i]
     source: dict[str, Any] | None = None  # the request body as the client sent it
+    data: bytes | None = None  # the bytes to send, when made from the client's own text
 
 
 class Rewriter:
@@ -130,6 +275,7 @@ class Rewriter:
         self._compressor = compressor
         self.clock = clock
         self._prefixes: OrderedDict[bytes, Prefix] = OrderedDict()
+        self._probes: dict[bytes, list[bytes]] = {}  # first PROBE chars -> prefix chains
         self._tokens: OrderedDict[bytes, int] = OrderedDict()
         self._lock = threading.Lock()
         self._compress_lock = threading.Lock()  # one compression at a time: CPU-bound anyway
@@ -142,13 +288,40 @@ class Rewriter:
 
     # -- the plan ------------------------------------------------------------------------------
 
-    def plan(self, api: str, body: dict[str, Any]) -> Plan:
+    def plan_request(self, api: str, raw: bytes) -> Plan | None:
+        """`plan` for request bytes; None when they hold no JSON object. The bytes of a
+        rewritten request are the client's own but for the compressed prefix.
+
+        When the request starts with the very text of a memoized prefix's messages (a growing
+        conversation resent by the same client), that text is checked by one hash and not
+        parsed: only what follows it is."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and api == "anthropic":
+            try:
+                plan = self._known(api, text)
+            except (ValueError, IndexError):
+                plan = None  # the full reader below says what is wrong, or reads it
+            if plan is not None:
+                return plan
+        parsed = parse_request(raw, text)
+        if not isinstance(parsed.body, dict):
+            return None
+        return self.plan(api, parsed.body, parsed)
+
+    def plan(self, api: str, body: dict[str, Any], parsed: Parsed | None = None) -> Plan:
         """What to send for this request body (it is not changed)."""
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
             return Plan(api, "unchanged", "", reason="no message list")
-        cfg, budget = self.config, self.config.budget
-        digests = [message_digest(m) for m in msgs]
+        if parsed is not None and parsed.body is body and parsed.spans is not None:
+            text = parsed.text
+            digests = [_digest(text[a:b]) for a, b in parsed.spans]
+        else:
+            parsed = None
+            digests = [message_digest(m) for m in msgs]
         chains = _chains(api, digests)
         start = _leading_system(api, msgs)
         toks = [self._count(api, m, d) for m, d in zip(msgs, digests)]
@@ -156,8 +329,75 @@ class Rewriter:
         conv = _conversation_id(api, body, chains, start)
         plan = Plan(api, "passthrough", conv, digests=digests, chains=chains, source=body)
         plan.tokens_in = fixed + sum(toks[start:])
+        plan.fixed = fixed
         plan.messages_in = plan.messages_out = len(msgs)
         entry = self._lookup(chains)
+        if entry is not None and entry.probe is None and parsed is not None:
+            self._raw_region(entry, parsed, None)  # a prefix made elsewhere (idle): findable now
+            if entry.probe is not None:
+                with self._lock:
+                    self._probes.setdefault(entry.probe, []).append(chains[entry.covered])
+        return self._decide(plan, body, msgs, toks, start, fixed, entry, parsed)
+
+    def _known(self, api: str, text: str) -> Plan | None:
+        """The plan of a request whose messages start with a memoized prefix's text, or None."""
+        s = _Scanner(text)
+        s.take("{")
+        body: dict[str, Any] = {}
+        hit = None
+        while s.peek() != "}":
+            key = s.key()
+            if key == "messages" and hit is None and s.peek() == "[":
+                begin = s.i
+                s.i += 1
+                s.peek()
+                hit = self._probe(text, s.i)
+                if hit is None:
+                    return None
+                chain, entry = hit
+                s.i += entry.raw_len
+                if not s.more("]"):
+                    return None  # nothing after the prefix: not a request of this conversation
+                tail, spans = s.items()
+                array = (begin, s.i)
+            else:
+                body[key] = s.value()
+            if not s.more("}"):
+                break
+        s.end()
+        if hit is None or "messages" in body:
+            return None
+        k = entry.covered
+        body["messages"] = tail  # the client's messages after the prefix
+        msgs: list[Any] = [None] * k + tail
+        parsed = Parsed(body, text, [None] * k + spans, array)
+        digests = [b""] * k + [_digest(text[a:b]) for a, b in spans]
+        chains = [b""] * k + _chains(api, digests[k:], chain)
+        toks = [0] * k + [self._count(api, m, d) for m, d in zip(tail, digests[k:])]
+        fixed = self._fixed(api, body)
+        plan = Plan(api, "passthrough", entry.conversation, digests=digests, chains=chains)
+        plan.tokens_in = fixed + entry.client_tokens + sum(toks)
+        plan.fixed = fixed
+        plan.messages_in = plan.messages_out = len(msgs)
+        with self._lock:
+            if chain in self._prefixes:
+                self._prefixes.move_to_end(chain)
+            entry.last_used = self.clock()
+        return self._decide(plan, body, msgs, toks, 0, fixed, entry, parsed, entry.client_tokens)
+
+    def _decide(
+        self,
+        plan: Plan,
+        body: dict[str, Any],
+        msgs: list[Any],
+        toks: list[int],
+        start: int,
+        fixed: int,
+        entry: Prefix | None,
+        parsed: Parsed | None,
+        base_tokens: int = 0,  # the client's tokens of messages known only by `entry`
+    ) -> Plan:
+        api, cfg, budget = plan.api, self.config, self.config.budget
         if entry is None:
             k, prefix_tokens = start, 0
             if plan.tokens_in <= budget:
@@ -167,7 +407,7 @@ class Rewriter:
             k, prefix_tokens = entry.covered, entry.tokens
             total = fixed + prefix_tokens + sum(toks[k:])
             if total <= budget:
-                return self._send(plan, body, msgs, start, entry, "reuse", total)
+                return self._send(plan, body, msgs, start, entry, "reuse", total, fixed, parsed)
         t = self._cut(msgs, toks, k)
         tail = sum(toks[t:])
         room = int(cfg.target * budget) - fixed - tail
@@ -198,13 +438,15 @@ class Rewriter:
             messages=new.messages,
             tokens=new.tokens,
             tokens_before=new.tokens_before,
-            conversation=conv,
-            hash=hashlib.blake2b(_dumps(new.messages).encode(), digest_size=8).hexdigest(),
+            conversation=plan.conversation,
+            hash=_hash(_dumps(new.messages), 8).hex(),
+            client_tokens=base_tokens + sum(toks[start:t]),
         )
-        self._store(chains[t], prefix)
+        self._raw_region(prefix, parsed, entry)
+        self._store(plan.chains[t], prefix)
         plan.changed = new.changed
         total = fixed + prefix.tokens + tail
-        return self._send(plan, body, msgs, start, prefix, action, total)
+        return self._send(plan, body, msgs, start, prefix, action, total, fixed, parsed)
 
     def remember(self, chain: bytes, prefix: Prefix) -> None:
         """Memoize a prefix made elsewhere (an idle compaction's summary)."""
@@ -212,7 +454,7 @@ class Rewriter:
 
     def forget(self, chain: bytes) -> None:
         with self._lock:
-            self._prefixes.pop(chain, None)
+            self._drop(chain)
 
     def count(self, api: str, messages: Sequence[dict[str, Any]]) -> int:
         """Tokens of provider messages, as plans count them."""
@@ -222,18 +464,33 @@ class Rewriter:
         self,
         plan: Plan,
         body: dict[str, Any],
-        msgs: list[dict[str, Any]],
+        msgs: list[Any],
         start: int,
         prefix: Prefix,
         action: str,
         total: int,
+        fixed: int,
+        parsed: Parsed | None,
     ) -> Plan:
-        head = list(prefix.messages)
+        tail = msgs[prefix.covered :]
+        marker = None
         if plan.api == "anthropic":
-            head = _mark_end(body, head, msgs[prefix.covered :], self._fixed_and(body, prefix))
-        messages = [*msgs[:start], *_join(plan.api, head, msgs[prefix.covered :])]
-        plan.body = {**body, "messages": messages}
-        plan.messages_out = len(messages)
+            after: Sequence[Any] = tail
+            if parsed is not None and parsed.spans is not None:
+                after = [parsed.text[a:b] for a, b in parsed.spans[prefix.covered :]]
+            marker = _marker_for(body, after, fixed + prefix.tokens)
+        head, head_wire = prefix.variant(marker)
+        out = [*msgs[:start], *_join(plan.api, head, tail)]
+        plan.body = {**body, "messages": out}
+        if parsed is not None and parsed.spans is not None:
+            text, spans = parsed.text, parsed.spans
+            known = dict(zip(map(id, head), head_wire))
+            for i in (*range(start), *range(prefix.covered, len(msgs))):
+                known[id(msgs[i])] = text[spans[i][0] : spans[i][1]]
+            a, b = parsed.array
+            parts = ",".join(known.get(id(m)) or _dumps(m) for m in out)
+            plan.data = (text[:a] + "[" + parts + "]" + text[b:]).encode()
+        plan.messages_out = len(out)
         if prefix.origin == "idle" and prefix.uses == 0:
             action = "idle"
         prefix.uses += 1
@@ -243,12 +500,9 @@ class Rewriter:
             plan.reason = "over budget after compression: the last turn alone is larger"
         return plan
 
-    def _fixed_and(self, body: dict[str, Any], prefix: Prefix) -> int:
-        return self._fixed("anthropic", body) + prefix.tokens
-
     # -- where the raw tail starts -------------------------------------------------------------
 
-    def _cut(self, msgs: list[dict[str, Any]], toks: list[int], lo: int) -> int:
+    def _cut(self, msgs: list[Any], toks: list[int], lo: int) -> int:
         """Where the raw tail starts: an assistant message after `lo`, at or before the last one
         (whose thinking must go back unchanged), the earliest whose tail fits `tail_share` of
         the budget, else the last. `lo` when there is none (nothing new to compress)."""
@@ -262,6 +516,42 @@ class Rewriter:
         return next((i for i in cands if suffix[i] <= limit), cands[-1])
 
     # -- memo ----------------------------------------------------------------------------------
+
+    def _raw_region(self, prefix: Prefix, parsed: Parsed | None, entry: Prefix | None) -> None:
+        """Where the prefix's messages sit in the client's text: their length and hash, and the
+        hash of their first PROBE characters, by which a later request finds the prefix."""
+        if parsed is None or parsed.spans is None or prefix.covered == 0:
+            return
+        last = parsed.spans[prefix.covered - 1]
+        if last is None:  # known only by the entry (a compaction with nothing new)
+            if entry is not None and entry.covered == prefix.covered:
+                prefix.raw_len, prefix.raw_hash, prefix.probe = (
+                    entry.raw_len,
+                    entry.raw_hash,
+                    entry.probe,
+                )
+            return
+        first = _WS.match(parsed.text, parsed.array[0] + 1).end()  # the first message
+        if last[1] - first < PROBE:
+            return
+        prefix.raw_len = last[1] - first
+        prefix.raw_hash = _hash(parsed.text[first : last[1]])
+        prefix.probe = _hash(parsed.text[first : first + PROBE])
+
+    def _probe(self, text: str, at: int) -> tuple[bytes, Prefix] | None:
+        """The newest prefix whose messages' text starts `text` at `at`."""
+        if len(text) < at + PROBE:
+            return None
+        with self._lock:
+            chains = list(self._probes.get(_hash(text[at : at + PROBE]), ()))
+        for chain in reversed(chains):
+            entry = self._prefixes.get(chain)
+            if entry is None or entry.raw_hash is None:
+                continue
+            end = at + entry.raw_len
+            if end <= len(text) and _hash(text[at:end]) == entry.raw_hash:
+                return chain, entry
+        return None
 
     def _lookup(self, chains: list[bytes]) -> Prefix | None:
         now = self.clock()
@@ -279,20 +569,32 @@ class Rewriter:
         cfg = self.config
         prefix.last_used = self.clock()
         with self._lock:
+            self._drop(chain)
             self._prefixes[chain] = prefix
-            self._prefixes.move_to_end(chain)
+            if prefix.probe is not None:
+                self._probes.setdefault(prefix.probe, []).append(chain)
             mine = [k for k, p in self._prefixes.items() if p.conversation == prefix.conversation]
             for k in mine[: -cfg.per_conversation]:
-                del self._prefixes[k]
+                self._drop(k)
             while len(self._prefixes) > cfg.max_prefixes:
-                self._prefixes.popitem(last=False)
+                self._drop(next(iter(self._prefixes)))
+
+    def _drop(self, chain: bytes) -> None:
+        """Forget a prefix and its probe (the lock held)."""
+        gone = self._prefixes.pop(chain, None)
+        if gone is not None and gone.probe is not None:
+            chains = self._probes.get(gone.probe, [])
+            if chain in chains:
+                chains.remove(chain)
+            if not chains:
+                self._probes.pop(gone.probe, None)
 
     def _expire(self, now: float) -> None:
         while self._prefixes:
             key, oldest = next(iter(self._prefixes.items()))
             if now - oldest.last_used < self.config.state_ttl_s:
                 return
-            del self._prefixes[key]
+            self._drop(key)
 
     def prefixes(self) -> int:
         """How many prefixes are memoized (for tests and the bounded-memory check)."""
@@ -317,7 +619,7 @@ class Rewriter:
         if api == "anthropic":
             parts.append(body.get("system"))
         text = _dumps(parts)
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
         n = self._tokens.get(digest)
         if n is None:
             n = self.compressor.counter.count(text) if parts != [None, None] else 0
@@ -329,8 +631,9 @@ class Rewriter:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def _chains(api: str, digests: Sequence[bytes]) -> list[bytes]:
-    h = hashlib.blake2b(api.encode(), digest_size=16).digest()
+def _chains(api: str, digests: Sequence[bytes], h: bytes | None = None) -> list[bytes]:
+    """chains[i]: the digest of the first i messages (from `h`, the chain before them)."""
+    h = h or hashlib.blake2b(api.encode(), digest_size=16).digest()
     out = [h]
     for d in digests:
         h = hashlib.blake2b(h + d, digest_size=16).digest()
@@ -409,35 +712,36 @@ def _strip_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _ttls(obj: Any) -> list[str]:
-    """The TTLs of the cache_control markers in `obj`, in order ("5m" when none is named)."""
-    text = _dumps(obj)
+    """The TTLs of the cache_control markers in `obj` (or in JSON text), in order ("5m" when
+    none is named)."""
+    text = obj if isinstance(obj, str) else _dumps(obj)
+    if '"cache_control"' not in text:
+        return []
     return [
-        "1h" if '"ttl":"1h"' in m.group(0) else "5m" for m in _MARKER.finditer(text)
+        "1h" if re.search(r'"ttl"\s*:\s*"1h"', m.group(0)) else "5m" for m in _MARKER.finditer(text)
     ]  # linear: one pass
 
 
-def _mark_end(
-    body: dict[str, Any],
-    head: list[dict[str, Any]],
-    tail: Sequence[dict[str, Any]],
-    tokens_to_end: int,
-) -> list[dict[str, Any]]:
-    """The prefix with a cache breakpoint on its last block, where the rendering rules allow
-    one: within the four the API accepts beside the client's own, when the prompt up to it
-    reaches the model's minimum cacheable length, and with a TTL that keeps longer-lived
-    breakpoints first."""
-    if not head:
-        return head
+def _marker_for(body: dict[str, Any], tail: Sequence[Any], tokens_to_end: int) -> Any:
+    """The cache breakpoint that closes the compressed prefix, where the rendering rules allow
+    one (None where not): within the four the API accepts beside the client's own, when the
+    prompt up to it reaches the model's minimum cacheable length, with a TTL that keeps
+    longer-lived breakpoints first. `tail`: what follows the prefix (messages or their JSON)."""
     before = _ttls([body.get("tools"), body.get("system")])
-    after = _ttls(list(tail))
+    after = [t for m in tail for t in _ttls(m)]
     if len(before) + len(after) >= MAX_BREAKPOINTS:
-        return head
+        return None
     if tokens_to_end < min_cacheable_tokens(str(body.get("model") or "")):
-        return head
+        return None
     long = "1h" in after or (before and all(t == "1h" for t in before))
     if long and "5m" in before:
-        return head  # the client's own order already forbids it
-    marker = {"type": "ephemeral", "ttl": "1h"} if long else {"type": "ephemeral"}
+        return None  # the client's own order already forbids it
+    return {"type": "ephemeral", "ttl": "1h"} if long else {"type": "ephemeral"}
+
+
+def _with_marker(head: list[dict[str, Any]], marker: dict[str, Any]) -> list[dict[str, Any]]:
+    if not head:
+        return head
     last = head[-1]
     content = _content(last)
     if not content or not isinstance(content[-1], dict):
@@ -573,6 +877,7 @@ class IdleSessions:
                 messages=_strip_markers(kept),
                 tokens=self.rewriter.count(plan.api, kept),
                 tokens_before=plan.tokens_out,
+                client_tokens=plan.tokens_in - plan.fixed,
                 conversation=plan.conversation,
                 hash=hashlib.blake2b(_dumps(kept).encode(), digest_size=8).hexdigest(),
                 origin="idle",
