@@ -137,7 +137,9 @@ def test_known_prefix_text_is_planned_as_the_full_reader_plans_it(compressor):
             assert sent == a.body and not validate_anthropic(sent)
             assert sent["messages"][-1] == msgs[-1]  # the newest message, marker and all
         actions.append(a.action)
-    assert sum(hits) >= 3 and "reuse" in actions and "compact" in actions
+    assert "reuse" in actions and "compact" in actions
+    read_fast = [act for act, hit in zip(actions, hits) if hit]
+    assert "passthrough" in read_fast and "reuse" in read_fast  # checkpoints and prefixes
 
 
 def test_prefix_bytes_hold_and_one_breakpoint_closes_them(compressor):

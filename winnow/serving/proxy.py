@@ -173,6 +173,11 @@ class _Proxy:
                 plan = await asyncio.to_thread(self.rewriter.plan_request, api, raw)
                 if plan is not None and plan.body is not None:
                     data = plan.data if plan.data is not None else _encode(plan.body)
+            except ValueError as e:  # not JSON: the upstream says what is wrong with it
+                plan, data = None, raw
+                if not isinstance(e, (json.JSONDecodeError, UnicodeDecodeError)):
+                    error = f"{type(e).__name__}: {str(e)[:200]}"
+                    log.warning("winnow proxy: compression failed, sent unchanged: %s", error)
             except Exception as e:  # noqa: BLE001 - fail open: the original request goes upstream
                 error = f"{type(e).__name__}: {str(e)[:200]}"
                 log.warning("winnow proxy: compression failed, request sent unchanged: %s", error)

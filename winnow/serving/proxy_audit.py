@@ -195,7 +195,7 @@ def read_audit(path: str | Path, problems: list[str] | None = None) -> Iterable[
                     continue
                 try:
                     rec = json.loads(line)
-                except ValueError as e:
+                except json.JSONDecodeError as e:
                     if problems is not None:
                         problems.append(f"{f}:{n}: not JSON ({e.msg})")
                     continue

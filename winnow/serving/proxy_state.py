@@ -82,6 +82,12 @@ _WS = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder()
 
 
+def _skip(text: str, i: int) -> int:
+    """The position of the first non-whitespace character at or after `i`."""
+    m = _WS.match(text, i)
+    return m.end() if m else i
+
+
 @dataclass
 class Parsed:
     """A request body and where each of its messages sits in the client's own text."""
@@ -100,7 +106,7 @@ class _Scanner:
         self.text, self.i = text, 0
 
     def peek(self) -> str:
-        self.i = _WS.match(self.text, self.i).end()
+        self.i = _skip(self.text, self.i)
         return self.text[self.i]
 
     def take(self, ch: str) -> None:
@@ -130,7 +136,8 @@ class _Scanner:
 
     def items(self) -> tuple[list[Any], list[tuple[int, int]]]:
         """The items of a list whose `[` is taken, and their spans; ends after its `]`."""
-        values, spans = [], []
+        values: list[Any] = []
+        spans: list[tuple[int, int]] = []
         if self.peek() == "]":
             self.i += 1
             return values, spans
@@ -143,7 +150,7 @@ class _Scanner:
                 return values, spans
 
     def end(self) -> None:
-        if _WS.match(self.text, self.i).end() != len(self.text):
+        if _skip(self.text, self.i) != len(self.text):
             raise ValueError("extra data")
 
 
@@ -207,10 +214,13 @@ class RewriterConfig:
 
 @dataclass
 class Prefix:
-    """Compressed messages that stand for the first `covered` messages of a conversation."""
+    """Compressed messages that stand for the first `covered` messages of a conversation.
+
+    Without messages it is a checkpoint of a conversation under the budget: the client's
+    tokens of its first `covered` messages, so that the next request need not read them."""
 
     covered: int
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any]] | None
     tokens: int
     tokens_before: int
     conversation: str
@@ -230,6 +240,7 @@ class Prefix:
         key = _dumps(marker)
         v = self._variants.get(key)
         if v is None:
+            assert self.messages is not None, "a checkpoint is never sent"
             head = _with_marker(self.messages, marker) if marker else self.messages
             v = self._variants[key] = (head, [_dumps(m) for m in head])
         return v
@@ -256,6 +267,13 @@ class Plan:
     chains: list[bytes] = field(default_factory=list)  # chains[i]: of messages[:i]
     source: dict[str, Any] | None = None  # the request body as the client sent it
     data: bytes | None = None  # the bytes to send, when made from the client's own text
+    text: str | None = None  # the client's text, when `source` was not read whole
+
+    def request_body(self) -> dict[str, Any] | None:
+        """The request body as the client sent it."""
+        if self.source is None and self.text is not None:
+            self.source = json.loads(self.text)
+        return self.source
 
 
 class Rewriter:
@@ -377,12 +395,18 @@ class Rewriter:
         fixed = self._fixed(api, body)
         plan = Plan(api, "passthrough", entry.conversation, digests=digests, chains=chains)
         plan.tokens_in = fixed + entry.client_tokens + sum(toks)
-        plan.fixed = fixed
+        plan.fixed, plan.text = fixed, text
         plan.messages_in = plan.messages_out = len(msgs)
         with self._lock:
             if chain in self._prefixes:
                 self._prefixes.move_to_end(chain)
             entry.last_used = self.clock()
+        if entry.messages is None:  # a checkpoint
+            if plan.tokens_in > self.config.budget or self._has_prefix(entry.conversation):
+                return None  # the budget is crossed, or a prefix may apply: the full reader
+            plan.tokens_out = plan.tokens_in
+            self._checkpoint(plan, parsed, toks, entry.client_tokens)
+            return plan
         return self._decide(plan, body, msgs, toks, 0, fixed, entry, parsed, entry.client_tokens)
 
     def _decide(
@@ -402,6 +426,8 @@ class Rewriter:
             k, prefix_tokens = start, 0
             if plan.tokens_in <= budget:
                 plan.tokens_out = plan.tokens_in
+                if api == "anthropic":
+                    self._checkpoint(plan, parsed, toks, base_tokens)
                 return plan
         else:
             k, prefix_tokens = entry.covered, entry.tokens
@@ -413,17 +439,17 @@ class Rewriter:
         room = int(cfg.target * budget) - fixed - tail
         block = msgs[k:t]
         with self._compress_lock:
+            held = _strip_markers(entry.messages or []) if entry is not None else []
             if entry is not None and block and room - prefix_tokens >= cfg.min_room * room:
                 part = compress_messages(api, block, room - prefix_tokens, self.compressor)
-                joined = _join(api, _strip_markers(entry.messages), part.messages)
+                joined = _join(api, held, part.messages)
                 new = CompressedBlock(
                     joined, entry.tokens_before + part.tokens_before, 0, part.changed
                 )
                 action = "append"
             elif entry is not None or block:
-                source = _strip_markers(entry.messages) if entry is not None else []
                 new = compress_messages(
-                    api, source + block, int(max(0, room) * cfg.compact_to), self.compressor
+                    api, held + block, int(max(0, room) * cfg.compact_to), self.compressor
                 )
                 if entry is not None:
                     new.tokens_before = entry.tokens_before + sum(toks[k:t])
@@ -500,6 +526,34 @@ class Rewriter:
             plan.reason = "over budget after compression: the last turn alone is larger"
         return plan
 
+    def _checkpoint(
+        self, plan: Plan, parsed: Parsed | None, toks: list[int], base_tokens: int
+    ) -> None:
+        """Remember the client's tokens of this request's messages but the newest ones (those
+        that carry a cache breakpoint move it on the next request, so their bytes change)."""
+        if parsed is None or parsed.spans is None:
+            return
+        spans, text = parsed.spans, parsed.text
+        k = len(spans) - 1
+        while (
+            k > 0 and spans[k - 1] is not None and '"cache_control"' in text[slice(*spans[k - 1])]
+        ):
+            k -= 1
+        if k <= 0 or spans[k - 1] is None:
+            return
+        mark = Prefix(
+            covered=k,
+            messages=None,
+            tokens=0,
+            tokens_before=0,
+            conversation=plan.conversation,
+            hash="",
+            client_tokens=base_tokens + sum(toks[:k]),
+        )
+        self._raw_region(mark, parsed, None)
+        if mark.probe is not None:
+            self._store(plan.chains[k], mark)
+
     # -- where the raw tail starts -------------------------------------------------------------
 
     def _cut(self, msgs: list[Any], toks: list[int], lo: int) -> int:
@@ -531,7 +585,7 @@ class Rewriter:
                     entry.probe,
                 )
             return
-        first = _WS.match(parsed.text, parsed.array[0] + 1).end()  # the first message
+        first = _skip(parsed.text, parsed.array[0] + 1)  # the first message
         if last[1] - first < PROBE:
             return
         prefix.raw_len = last[1] - first
@@ -553,13 +607,20 @@ class Rewriter:
                 return chain, entry
         return None
 
+    def _has_prefix(self, conversation: str) -> bool:
+        with self._lock:
+            return any(
+                p.messages is not None and p.conversation == conversation
+                for p in self._prefixes.values()
+            )
+
     def _lookup(self, chains: list[bytes]) -> Prefix | None:
         now = self.clock()
         with self._lock:
             self._expire(now)
             for i in range(len(chains) - 1, 0, -1):
                 entry = self._prefixes.get(chains[i])
-                if entry is not None:
+                if entry is not None and entry.messages is not None:
                     self._prefixes.move_to_end(chains[i])
                     entry.last_used = now
                     return entry
@@ -808,7 +869,7 @@ class IdleSessions:
 
         if tap.stop_reason not in ("end_turn", "stop") or tap.message is None:
             return  # the agent is mid-loop: its tool results follow at once
-        body = plan.body if plan.body is not None else plan.source
+        body = plan.body if plan.body is not None else plan.request_body()
         if body is None:
             return
         api = plan.api
