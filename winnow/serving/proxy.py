@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
 from winnow.serving.proxy_audit import ProxyAudit, ResponseTap
-from winnow.serving.proxy_state import Plan, Rewriter, RewriterConfig
+from winnow.serving.proxy_state import Plan, Rewriter, RewriterConfig, leading_system
 
 __all__ = ["ProxyConfig", "ProxyServer", "create_app", "resolve_budget"]
 
@@ -134,8 +135,6 @@ class _Proxy:
         self.audit = ProxyAudit(config.audit_dir) if config.audit_dir else None
         self.idle: Any = None
         if config.idle:
-            from winnow.serving.proxy_state import IdleSessions
-
             folder = Path(config.audit_dir or ".winnow/proxy") / "idle"
             self.idle = IdleSessions(self.rewriter, self.upstream, folder, config.idle_config)
         self.client: httpx.AsyncClient | None = None
@@ -429,3 +428,134 @@ class ProxyServer:
     def base_url(self) -> str:
         host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}"
+
+
+# -- idle compaction ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Idle:
+    compactor: Any
+    client: Any
+    chain: bytes = b""  # the key of the prefix it made
+    watcher: Any = None
+    installed: bool = False
+
+
+class IdleSessions:
+    """`--idle`: after a turn that ends with the agent waiting for its user, an IdleCompactor
+    (winnow.runtime.idle) on exactly what was sent arms a timer at the cache TTL minus a safety
+    margin, when the economics say it pays; it then sends the insert-then-compress request on
+    the warm cache. Its summary, with the recent turns, becomes the prefix that stands for the
+    conversation so far, so the next request of the conversation is sent as summary + recent
+    turns + what is new. Any request of the conversation meanwhile cancels the compaction.
+
+    Call `activity` and `turn_ended` from the event loop.
+    """
+
+    def __init__(
+        self,
+        rewriter: Rewriter,
+        upstream: str,
+        folder: str | Any,
+        config: Any = None,
+        *,
+        max_sessions: int = 64,
+    ) -> None:
+        self.rewriter = rewriter
+        self.upstream = upstream.rstrip("/")
+        self.folder = folder
+        self.config = config
+        self.max_sessions = max_sessions
+        self.sessions: OrderedDict[str, _Idle] = OrderedDict()
+
+    def activity(self, plan: Plan) -> None:
+        """A request of the conversation arrived: cancel its timer or compaction."""
+        s = self.sessions.pop(plan.conversation, None)
+        if s is None:
+            return
+        s.compactor.preempt("request")
+        if s.installed and plan.action != "idle":
+            self.rewriter.forget(s.chain)  # the request went without it: do not switch later
+
+    def turn_ended(self, plan: Plan, tap: Any, headers: Any, path: str) -> None:
+        """The answer to `plan` is complete: arm the conversation's compaction if it pays."""
+        from winnow.runtime.archive import AuditLog
+        from winnow.runtime.llm import Conversation
+        from winnow.serving.proxy_compress import idle_compactor
+
+        if tap.stop_reason not in ("end_turn", "stop") or tap.message is None:
+            return  # the agent is mid-loop: its tool results follow at once
+        body = plan.body if plan.body is not None else plan.request_body()
+        if body is None:
+            return
+        api = plan.api
+        rest = {
+            k: v
+            for k, v in body.items()
+            if k not in ("model", "messages", "system", "tools", "stream", "stream_options")
+        }
+        messages = list(body["messages"])
+        system = body.get("system")
+        if api == "openai":
+            lead = leading_system(api, messages)
+            if lead > 1 or (lead == 1 and set(messages[0]) != {"role", "content"}):
+                return  # the compaction would fold the second into its summary
+            system = messages[0]["content"] if lead else None
+            messages = messages[lead:]
+        conv = Conversation(
+            api, str(body.get("model") or ""), [*messages, tap.message], system,
+            body.get("tools"), rest,
+        )  # fmt: skip
+        base = self.upstream
+        if api == "openai":
+            base += path[: -len("/chat/completions")]
+        keep = {
+            k: v
+            for k, v in headers.items()
+            if k.lower() not in ("host", "content-length", "accept-encoding", "connection")
+        }
+        compactor, client = idle_compactor(
+            conv,
+            base,
+            keep,
+            config=self.config,
+            classifier=getattr(self.rewriter.compressor, "classifier", "default"),
+            audit=AuditLog(self.folder, plan.conversation),
+            session_id=plan.conversation,
+        )
+        why = compactor.turn_ended(tap.usage)
+        log.debug("winnow proxy: idle compaction of %s: %s", plan.conversation, why)
+        if compactor.state != "armed":
+            asyncio.get_running_loop().create_task(client.aclose())
+            return
+        s = _Idle(compactor, client)
+        old = self.sessions.pop(plan.conversation, None)
+        if old is not None:
+            old.compactor.preempt("replaced")
+        self.sessions[plan.conversation] = s
+        while len(self.sessions) > self.max_sessions:
+            _, gone = self.sessions.popitem(last=False)
+            gone.compactor.preempt("too many idle sessions")
+        s.watcher = asyncio.get_running_loop().create_task(self._watch(plan, s))
+
+    async def _watch(self, plan: Plan, s: _Idle) -> None:
+        try:
+            await s.compactor.wait()
+            if (
+                s.compactor.state != "compacted_idle"
+                or self.sessions.get(plan.conversation) is not s
+            ):
+                return
+            s.chain = self.rewriter.remember_compacted(plan, s.compactor.conversation.messages[:-1])
+            s.installed = True
+        finally:
+            await s.client.aclose()  # the credentials go with it
+
+    async def close(self) -> None:
+        for s in list(self.sessions.values()):
+            s.compactor.preempt("shutdown")
+            if s.watcher is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await s.watcher
+        self.sessions.clear()

@@ -18,8 +18,6 @@ Digests ignore `cache_control` markers, which clients move from request to reque
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import re
@@ -39,12 +37,12 @@ from winnow.serving.proxy_compress import (
 from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens
 
 __all__ = [
-    "IdleSessions",
     "Parsed",
     "Plan",
     "Prefix",
     "Rewriter",
     "RewriterConfig",
+    "leading_system",
     "message_digest",
     "parse_request",
 ]
@@ -341,7 +339,7 @@ class Rewriter:
             parsed = None
             digests = [message_digest(m) for m in msgs]
         chains = _chains(api, digests)
-        start = _leading_system(api, msgs)
+        start = leading_system(api, msgs)
         toks = [self._count(api, m, d) for m, d in zip(msgs, digests)]
         fixed = self._fixed(api, body) + sum(toks[:start])
         conv = _conversation_id(api, body, chains, start)
@@ -474,9 +472,22 @@ class Rewriter:
         total = fixed + prefix.tokens + tail
         return self._send(plan, body, msgs, start, prefix, action, total, fixed, parsed)
 
-    def remember(self, chain: bytes, prefix: Prefix) -> None:
-        """Memoize a prefix made elsewhere (an idle compaction's summary)."""
-        self._store(chain, prefix)
+    def remember_compacted(self, plan: Plan, messages: list[dict[str, Any]]) -> bytes:
+        """After an idle compaction: `messages` (its summary, then the recent turns) stand for
+        the client's messages of the request `plan` planned. Returns the key to `forget` it."""
+        kept = _strip_markers(_join(plan.api, messages[:1], messages[1:]))
+        prefix = Prefix(
+            covered=len(plan.digests),
+            messages=kept,
+            tokens=self.count(plan.api, kept),
+            tokens_before=plan.tokens_out,
+            client_tokens=plan.tokens_in - plan.fixed,
+            conversation=plan.conversation,
+            hash=_hash(_dumps(kept), 8).hex(),
+            origin="idle",
+        )
+        self._store(plan.chains[-1], prefix)
+        return plan.chains[-1]
 
     def forget(self, chain: bytes) -> None:
         with self._lock:
@@ -702,7 +713,7 @@ def _chains(api: str, digests: Sequence[bytes], h: bytes | None = None) -> list[
     return out
 
 
-def _leading_system(api: str, msgs: list[dict[str, Any]]) -> int:
+def leading_system(api: str, msgs: list[dict[str, Any]]) -> int:
     """OpenAI's leading system / developer messages: kept as they are, like Anthropic's system."""
     if api != "openai":
         return 0
@@ -809,149 +820,3 @@ def _with_marker(head: list[dict[str, Any]], marker: dict[str, Any]) -> list[dic
         return head
     content[-1] = {**content[-1], "cache_control": marker}
     return [*head[:-1], {**last, "content": content}]
-
-
-# -- idle compaction ------------------------------------------------------------------------------
-
-
-@dataclass
-class _Idle:
-    compactor: Any
-    client: Any
-    chain: bytes  # of the client's messages of the request that ended the turn
-    covered: int
-    watcher: Any = None
-    installed: bool = False
-
-
-class IdleSessions:
-    """`--idle`: after a turn that ends with the agent waiting for its user, an IdleCompactor
-    (winnow.runtime.idle) on exactly what was sent arms a timer at the cache TTL minus a safety
-    margin, when the economics say it pays; it then sends the insert-then-compress request on
-    the warm cache. Its summary, with the recent turns, becomes the prefix that stands for the
-    conversation so far, so the next request of the conversation is sent as summary + recent
-    turns + what is new. Any request of the conversation meanwhile cancels the compaction.
-
-    Call `activity` and `turn_ended` from the event loop.
-    """
-
-    def __init__(
-        self,
-        rewriter: Rewriter,
-        upstream: str,
-        folder: str | Any,
-        config: Any = None,
-        *,
-        max_sessions: int = 64,
-    ) -> None:
-        self.rewriter = rewriter
-        self.upstream = upstream.rstrip("/")
-        self.folder = folder
-        self.config = config
-        self.max_sessions = max_sessions
-        self.sessions: OrderedDict[str, _Idle] = OrderedDict()
-        self.decisions: dict[str, str] = {}  # conversation -> the last arming decision, in words
-
-    def activity(self, plan: Plan) -> None:
-        """A request of the conversation arrived: cancel its timer or compaction."""
-        s = self.sessions.pop(plan.conversation, None)
-        if s is None:
-            return
-        s.compactor.preempt("request")
-        if s.installed and plan.action != "idle":
-            self.rewriter.forget(s.chain)  # the request went without it: do not switch later
-
-    def turn_ended(self, plan: Plan, tap: Any, headers: Any, path: str) -> None:
-        """The answer to `plan` is complete: arm the conversation's compaction if it pays."""
-        from winnow.runtime.archive import AuditLog
-        from winnow.runtime.llm import Conversation
-        from winnow.serving.proxy_compress import idle_compactor
-
-        if tap.stop_reason not in ("end_turn", "stop") or tap.message is None:
-            return  # the agent is mid-loop: its tool results follow at once
-        body = plan.body if plan.body is not None else plan.request_body()
-        if body is None:
-            return
-        api = plan.api
-        rest = {
-            k: v
-            for k, v in body.items()
-            if k not in ("model", "messages", "system", "tools", "stream", "stream_options")
-        }
-        messages = list(body["messages"])
-        system = body.get("system")
-        if api == "openai":
-            lead = _leading_system(api, messages)
-            if lead > 1 or (lead == 1 and set(messages[0]) != {"role", "content"}):
-                self.decisions[plan.conversation] = "not armed: more than one system message"
-                return
-            system = messages[0]["content"] if lead else None
-            messages = messages[lead:]
-        conv = Conversation(
-            api, str(body.get("model") or ""), [*messages, tap.message], system,
-            body.get("tools"), rest,
-        )  # fmt: skip
-        base = self.upstream
-        if api == "openai":
-            base += path[: -len("/chat/completions")]
-        keep = {
-            k: v
-            for k, v in headers.items()
-            if k.lower() not in ("host", "content-length", "accept-encoding", "connection")
-        }
-        compactor, client = idle_compactor(
-            conv,
-            base,
-            keep,
-            config=self.config,
-            classifier=getattr(self.rewriter.compressor, "classifier", "default"),
-            audit=AuditLog(self.folder, plan.conversation),
-            session_id=plan.conversation,
-        )
-        why = compactor.turn_ended(tap.usage)
-        self.decisions[plan.conversation] = why
-        if compactor.state != "armed":
-            asyncio.get_running_loop().create_task(client.aclose())
-            return
-        s = _Idle(compactor, client, plan.chains[-1], len(plan.digests))
-        old = self.sessions.pop(plan.conversation, None)
-        if old is not None:
-            old.compactor.preempt("replaced")
-        self.sessions[plan.conversation] = s
-        while len(self.sessions) > self.max_sessions:
-            _, gone = self.sessions.popitem(last=False)
-            gone.compactor.preempt("too many idle sessions")
-        s.watcher = asyncio.get_running_loop().create_task(self._watch(plan, s))
-
-    async def _watch(self, plan: Plan, s: _Idle) -> None:
-        try:
-            await s.compactor.wait()
-            if (
-                s.compactor.state != "compacted_idle"
-                or self.sessions.get(plan.conversation) is not s
-            ):
-                return
-            msgs = s.compactor.conversation.messages
-            kept = _join(plan.api, msgs[:1], msgs[1:-1])  # the summary, then the recent turns
-            prefix = Prefix(
-                covered=s.covered,
-                messages=_strip_markers(kept),
-                tokens=self.rewriter.count(plan.api, kept),
-                tokens_before=plan.tokens_out,
-                client_tokens=plan.tokens_in - plan.fixed,
-                conversation=plan.conversation,
-                hash=hashlib.blake2b(_dumps(kept).encode(), digest_size=8).hexdigest(),
-                origin="idle",
-            )
-            self.rewriter.remember(s.chain, prefix)
-            s.installed = True
-        finally:
-            await s.client.aclose()  # the credentials go with it
-
-    async def close(self) -> None:
-        for s in list(self.sessions.values()):
-            s.compactor.preempt("shutdown")
-            if s.watcher is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await s.watcher
-        self.sessions.clear()
