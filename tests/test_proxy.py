@@ -419,3 +419,52 @@ def test_cli_checks_and_loopback_warning(monkeypatch, capsys):
     assert served["host"] == "0.0.0.0"  # nothing was bound: uvicorn.run is replaced
     assert main(["proxy", "--upstream", "http://127.0.0.1:1"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_stream_that_stalls_ends_with_the_apis_error_event(compressor, tmp_path):
+    stall = Turn(text="x" * 64, chunk_chars=8, chunk_delay=1.5)
+    with Upstream(lambda r: stall) as up:
+        config = ProxyConfig(upstream=up.base_url, port=0, timeout_s=0.4, audit_dir=tmp_path)
+        with ProxyServer(config, rewriter=Rewriter(compressor=compressor)) as px:
+            body = {"model": MODEL, "max_tokens": 8, "stream": True}
+            body["messages"] = [{"role": "user", "content": "hi"}]
+            with httpx.Client(timeout=10) as h:
+                got = h.post(px.base_url + "/v1/messages", json=body).content
+    assert got.startswith(b"event: message_start")
+    assert got.rstrip().endswith(b"}") and b"event: error" in got and b"timed out" in got
+    (rec,) = read_audit(tmp_path)
+    assert rec["error"] == "upstream read timed out"
+
+
+def test_the_winnow_proxy_command_serves(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:  # a free port for the command to take
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Upstream(Agent()) as up:
+        cmd = [sys.executable, "-m", "winnow.cli", "proxy", "--upstream", up.base_url]
+        cmd += ["--port", str(port), "--budget", "50%", "--window", "8000", "--audit", str(tmp_path)]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    httpx.get(url + "/v1/models", timeout=1)
+                    break
+                except httpx.TransportError:
+                    assert proc.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.2)
+            client = anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0)
+            final, _ = replay_anthropic(client, stream=True, steps=13)
+            assert final[-1]["content"][-1]["text"] == "All tests pass now."
+        finally:
+            proc.terminate()
+            err = proc.communicate(timeout=30)[1]
+    assert "budget 4,000 tokens" in err and "sk-test" not in err
+    assert not up.problems()
+    assert {"compact", "reuse"} <= {r["action"] for r in read_audit(tmp_path)}
