@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +162,8 @@ def test_anthropic_under_budget_goes_byte_identical(compressor, stream, tmp_path
     assert {r["action"] for r in read_audit(tmp_path)} == {"passthrough"}
 
 
-def test_streamed_bytes_pass_through_as_sent(compressor):
-    turn = Turn(text="x" * 300, thinking="plan", chunk_chars=7)
+def test_streamed_bytes_pass_through_as_sent_as_they_come(compressor):
+    turn = Turn(text="x" * 160, thinking="plan", chunk_chars=8, chunk_delay=0.05)  # about 1 s
     with Upstream(lambda r: turn) as up, proxy(up, compressor, 10**6) as px:
         body = {"model": MODEL, "max_tokens": 64, "stream": True}
         body["messages"] = [{"role": "user", "content": "hi"}]
@@ -170,8 +171,12 @@ def test_streamed_bytes_pass_through_as_sent(compressor):
             with h.stream("POST", px.base_url + "/v1/messages", json=body) as r:
                 assert r.headers["content-type"].startswith("text/event-stream")
                 assert r.headers["request-id"].startswith("req_")
-                got = b"".join(r.iter_raw())
-        assert got == up.requests[-1].sent and got.count(b"content_block_delta") > 40
+                t0 = time.monotonic()
+                chunks = [(time.monotonic() - t0, c) for c in r.iter_raw()]
+        got = b"".join(c for _t, c in chunks)
+        assert got == up.requests[-1].sent and got.count(b"content_block_delta") > 20
+        first_text = next(t for t, c in chunks if b"text_delta" in c)
+        assert first_text < chunks[-1][0] - 0.5  # relayed as it came, not at the end
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -440,14 +445,22 @@ def test_the_winnow_proxy_command_serves(tmp_path):
     import socket
     import subprocess
     import sys
-    import time
 
     with socket.socket() as s:  # a free port for the command to take
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with Upstream(Agent()) as up:
         cmd = [sys.executable, "-m", "winnow.cli", "proxy", "--upstream", up.base_url]
-        cmd += ["--port", str(port), "--budget", "50%", "--window", "8000", "--audit", str(tmp_path)]
+        cmd += [
+            "--port",
+            str(port),
+            "--budget",
+            "50%",
+            "--window",
+            "8000",
+            "--audit",
+            str(tmp_path),
+        ]
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         try:
             url = f"http://127.0.0.1:{port}"

@@ -679,11 +679,14 @@ class Rewriter:
         n = self._tokens.get(digest)
         if n is None:
             n = message_tokens(api, message, self.compressor.counter)
-            with self._lock:
-                self._tokens[digest] = n
-                while len(self._tokens) > self.config.token_memo:
-                    self._tokens.popitem(last=False)
+            self._remember_count(digest, n)
         return n
+
+    def _remember_count(self, digest: bytes, n: int) -> None:
+        with self._lock:
+            self._tokens[digest] = n
+            while len(self._tokens) > self.config.token_memo:
+                self._tokens.popitem(last=False)
 
     def _fixed(self, api: str, body: dict[str, Any]) -> int:
         """Tokens of what is sent beside the messages: the system prompt and tool definitions."""
@@ -695,8 +698,7 @@ class Rewriter:
         n = self._tokens.get(digest)
         if n is None:
             n = self.compressor.counter.count(text) if parts != [None, None] else 0
-            with self._lock:
-                self._tokens[digest] = n
+            self._remember_count(digest, n)
         return n
 
 
