@@ -211,7 +211,7 @@ def _run(bench: Any, output: str, err: Any) -> int:
         table.add_column(h, justify="left" if h == "arm" else "right")
     for cells in table_rows(rows):
         table.add_row(*cells)
-    out = Console()
+    out = Console(width=max(160, Console().width))  # a piped table stays one row per line
     out.print(table)
     out.print(
         f"{summary.written} answers now, {summary.skipped} from before, {summary.failed} failed; "

@@ -112,8 +112,7 @@ _WORDS = {
     "day": ("Monday", "Wednesday", "Saturday", "morning", "spring"),
 }
 
-_ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "th", "br")
-_ONSETS += ("dr", "kr", "st", "qu", "sh", "tr", "gr")
+_ONSETS = tuple("b d f g h k l m n p r s t v z th br dr kr st qu sh tr gr".split())
 _VOWELS = ("a", "e", "i", "o", "u", "ae", "ai", "ou", "y")
 _CODAS = ("", "", "n", "r", "l", "s", "th", "m", "x")
 _SUFFIX = {
