@@ -12,8 +12,8 @@ probability k / (k + half_at), decided by a hash of the question and k (so the s
 always gets the same answer); filler costs it nothing. A missing supporting passage leaves it
 guessing from a competitor, or answering "unknown".
 
-It validates every request as the API would (roles, tool-call pairing, temperature, ...) and
-answers 400 with the problem; `faults` answers the first requests with those statuses (429,
+It validates every request as the API would (tests/api_validate.py) and as the benchmark
+promises (temperature 0, ...), and answers 400 with the problem; `faults` answers the first requests with those statuses (429,
 503, ...) to exercise retries. `usage.prompt_tokens` is its own count, about four characters a
 token: not winnow's tokenizer, as a real model's is not.
 """
@@ -27,11 +27,10 @@ import threading
 import time
 from typing import Any
 
+from api_validate import validate_openai
 from llm_server import LLMServer, RecordedRequest, Reply
 
 from winnow.batch.cib.probes import QUESTION_PATTERNS, read_facts
-
-ROLES = ("system", "user", "assistant", "tool")
 
 
 class StandIn:
@@ -151,64 +150,33 @@ def prompt_tokens(body: dict[str, Any]) -> int:
 
 
 def validate(body: dict[str, Any]) -> list[str]:
-    """What the chat-completions API would reject in this body."""
-    problems = []
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        problems.append("model: required")
+    """What the chat-completions API would reject in this body (contract C3), and what the
+    benchmark promises besides: temperature 0, a length cap, only declared tools, the user last."""
+    problems = validate_openai(body)
     if body.get("temperature") != 0:
         problems.append(f"temperature: the benchmark sends 0, got {body.get('temperature')!r}")
     if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
         problems.append("max_tokens: a positive integer")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return problems + ["messages: a non-empty list"]
-    tools = body.get("tools")
     names = set()
-    if tools is not None:
-        for t in tools:
-            fn = t.get("function") if isinstance(t, dict) else None
-            if t.get("type") != "function" or not isinstance(fn, dict) or not fn.get("name"):
-                problems.append("tools: each a {type: function, function: {name, ...}}")
-            else:
-                names.add(fn["name"])
-        if body.get("tool_choice") not in (None, "none", "auto", "required"):
-            problems.append(f"tool_choice: unknown {body.get('tool_choice')!r}")
-    pending: list[str] = []
+    for t in body.get("tools") or ():
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict):
+            problems.append("tools: each a {type: function, function: {name, ...}}")
+        elif fn.get("name"):
+            names.add(fn["name"])
+    if body.get("tool_choice") not in (None, "none", "auto", "required"):
+        problems.append(f"tool_choice: unknown {body.get('tool_choice')!r}")
+    messages = body.get("messages") or [{}]
     for i, m in enumerate(messages):
-        role = m.get("role")
-        where = f"messages[{i}]"
-        if role not in ROLES:
-            problems.append(f"{where}.role: unknown {role!r}")
-            continue
-        if role == "tool":
-            if m.get("tool_call_id") not in pending:
-                problems.append(f"{where}: a tool message answers no pending tool call")
-            else:
-                pending.remove(m["tool_call_id"])
-            if not isinstance(m.get("content"), str):
-                problems.append(f"{where}.content: a string")
-            continue
-        if pending:
-            problems.append(f"{where}: tool calls {pending} have no tool message")
-            pending = []
-        if role == "assistant" and m.get("tool_calls"):
-            for call in m["tool_calls"]:
-                fn = call.get("function") or {}
-                if call.get("type") != "function" or not call.get("id"):
-                    problems.append(f"{where}.tool_calls: each needs an id and type function")
-                if fn.get("name") not in names:
-                    problems.append(f"{where}.tool_calls: {fn.get('name')!r} is not in tools")
-                try:
-                    json.loads(fn.get("arguments", ""))
-                except ValueError:
-                    problems.append(f"{where}.tool_calls: arguments must be a JSON string")
-                pending.append(call.get("id"))
-        elif not isinstance(m.get("content"), str) or not m["content"].strip():
-            problems.append(f"{where}.content: non-empty text")
-        if role == "system" and i:
-            problems.append(f"{where}: a system message comes first")
-    if pending:
-        problems.append(f"tool calls {pending} have no tool message")
+        for call in m.get("tool_calls") or ():
+            if (call.get("function") or {}).get("name") not in names:
+                problems.append(f"messages.{i}.tool_calls: a tool not declared in tools")
+            try:
+                json.loads((call.get("function") or {}).get("arguments", ""))
+            except ValueError:
+                problems.append(f"messages.{i}.tool_calls: arguments are not JSON")
+        if m.get("role") in ("user", "system") and not (m.get("content") or "").strip():
+            problems.append(f"messages.{i}.content: empty text")
     if messages[-1].get("role") != "user":
-        problems.append("the last message must be the user's")
+        problems.append("the last message must be the user's question")
     return problems

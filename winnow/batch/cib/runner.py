@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from winnow.batch.cib.context import METHODS, QUESTION, SYSTEM_PROMPT, TASK, ContextBuilder
 from winnow.batch.cib.metrics import clean_prediction, exact_match, f1
@@ -130,9 +130,11 @@ class Benchmark:
         self.config = config
         self._client = client
         self.notes: list[str] = []  # problems with the probe file, one line each
-        self.probes = self._load_probes()
-        pool = self.probes if config.probes else ()
+        # a probe file's probes all lend passages, whatever --n: contexts never depend on it
+        pool = load_probes(config.probes, self.notes) if config.probes else []
+        self.probes = pool[: config.n] if config.probes else generate_probes(config.n, config.seed)
         self.builder = ContextBuilder(config.window, pool=pool, render=config.render)
+        self._source: tuple[object, int] = (None, 0)  # the last context compressed, its tokens
 
     # -- plan ------------------------------------------------------------------------------
 
@@ -197,7 +199,9 @@ class Benchmark:
             (out / "config.json").write_text(json.dumps(self._describe(chash), indent=2) + "\n")
             if on_start:
                 on_start(len(tasks), summary.skipped)
-            self._send(todo, chash, f, summary, on_result, on_error)
+            if todo:
+                _ = self.client  # made here, not raced for by the worker threads
+                self._send(todo, chash, f, summary, on_result, on_error)
         summary.seconds = time.perf_counter() - start
         if report:
             from winnow.batch.cib.report import write_report
@@ -209,9 +213,25 @@ class Benchmark:
             )
         return summary
 
-    def _send(self, todo, chash, f, summary, on_result, on_error) -> None:
+    def _send(
+        self,
+        todo: list[Task],
+        chash: str,
+        f: IO[str],
+        summary: RunSummary,
+        on_result: Callable[[dict[str, Any]], None] | None,
+        on_error: Callable[[str], None] | None,
+    ) -> None:
+        """Build each request here (the compressor and the token counter are not shared with
+        threads), send up to `concurrency` at once, write each answer as it completes."""
         in_flight: dict[Future, tuple[Task, dict[str, Any]]] = {}
         consecutive = 0
+
+        def fail(task: Task, what: str, e: Exception) -> None:
+            summary.failed += 1
+            summary.errors.append(f"{task.key}: {what}{type(e).__name__}: {_first_line(e)}")
+            if on_error:
+                on_error(summary.errors[-1])
 
         def collect(block: bool) -> None:
             nonlocal consecutive
@@ -224,11 +244,7 @@ class Benchmark:
                     record = self._record(task, meta, chash, *fut.result())
                 except Exception as e:  # noqa: BLE001 - one failed request must not lose the others
                     consecutive += 1
-                    summary.failed += 1
-                    line = f"{task.key}: {type(e).__name__}: {_first_line(e)}"
-                    summary.errors.append(line)
-                    if on_error:
-                        on_error(line)
+                    fail(task, "", e)
                     continue
                 consecutive = 0
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -243,8 +259,12 @@ class Benchmark:
                 for bucket, probe, tasks in self._groups(todo):
                     distractor = self.builder.distractor(probe, bucket)
                     for task in tasks:
-                        meta = self._units(task, probe, distractor)
-                        meta["body"] = self.builder.request(meta["units"])
+                        try:
+                            meta = self._units(task, probe, distractor)
+                            meta["body"] = self.builder.request(meta["units"])
+                        except Exception as e:  # noqa: BLE001 - e.g. a compressor that fails
+                            fail(task, "building the context: ", e)
+                            continue
                         in_flight[pool.submit(self._call, meta["body"])] = (task, meta)
                         while len(in_flight) >= 2 * self.config.concurrency:
                             collect(block=True)
@@ -270,9 +290,14 @@ class Benchmark:
         assert task.method and task.budget is not None
         units = self.builder.compress(distractor, task.method, task.budget)
         texts = {u.text for u in units}
+        if self._source[0] is not distractor:  # counted once for the methods of one context
+            self._source = (
+                distractor,
+                self.builder.request_tokens(self.builder.request(distractor)),
+            )
         return {
             "units": units,
-            "source_tokens": self.builder.request_tokens(self.builder.request(distractor)),
+            "source_tokens": self._source[1],
             "competing": sum(t in texts for t in competing),
         }
 
@@ -340,12 +365,6 @@ class Benchmark:
                 timeout=self.config.timeout,
             )
         return self._client
-
-    def _load_probes(self) -> list[Probe]:
-        c = self.config
-        if not c.probes:
-            return generate_probes(c.n, c.seed)
-        return load_probes(c.probes, self.notes)[: c.n]
 
     @staticmethod
     def _groups(tasks: list[Task]) -> Iterator[tuple[float, Probe, list[Task]]]:
