@@ -462,3 +462,51 @@ def test_resume_after_sigkill_redoes_nothing_and_matches_an_uninterrupted_run(tm
         assert model.problems == []
     assert _comparable(results) == _comparable(whole / "results.jsonl")
     assert (killed / "report.html").exists() and (killed / "f1.png").exists()
+
+
+def test_a_probe_file_end_to_end_with_the_text_render(tmp_path):
+    path = tmp_path / "probes.jsonl"
+    with path.open("w") as f:
+        for p in generate_probes(3, seed=5):
+            rec = {
+                "id": p.id,
+                "question": p.question,
+                "answer": list(p.answers),
+                "supporting": list(p.supporting),
+                "distractors": list(itertools.islice(p.distractor_stream(), 40)),
+            }
+            f.write(json.dumps(rec) + "\n")
+        f.write('{"question": "no answer"}\n')  # reported, the others kept
+    with StandIn() as model:
+        config = CIBConfig(
+            base_url=model.url, model="stand-in", probes=str(path), render="text", **SMALL
+        )
+        bench = Benchmark(config)
+        assert bench.notes == [f"{path}:4: 'answer' must be a non-empty string or list of strings"]
+        summary = bench.run(tmp_path / "out", report=False)
+        assert model.problems == [] and summary.written == summary.total == 30
+        assert all(len(r.body["messages"]) == 2 for r in model.requests)
+        records, _ = read_results(tmp_path / "out" / "results.jsonl", config.config_hash())
+        assert all(r["f1"] == 1.0 for r in records.values() if r["arm"] == "filler")
+        # edited probes, or another render, are another configuration
+        before = config.config_hash()
+        assert CIBConfig(**{**config.__dict__, "render": "tools"}).config_hash() != before
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:3]))
+        assert config.config_hash() != before
+
+
+def test_a_context_that_cannot_be_built_fails_alone(tmp_path, monkeypatch):
+    with StandIn() as model:
+        config = CIBConfig(base_url=model.url, model="stand-in", **SMALL)
+        bench = Benchmark(config)
+        real = bench.builder.compress
+
+        def broken(units, method, budget):
+            if method == "winnow":
+                raise RuntimeError("no classifier")
+            return real(units, method, budget)
+
+        monkeypatch.setattr(bench.builder, "compress", broken)
+        summary = bench.run(tmp_path, report=False)
+        assert (summary.written, summary.failed) == (24, 6)
+        assert summary.errors[0].endswith("building the context: RuntimeError: no classifier")

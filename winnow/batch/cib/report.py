@@ -171,8 +171,10 @@ LIMITS = """
 read the notes of a folder, each passage comes back as the result of one <code>read_file</code>
 call, and the question is the user's last message. That is what winnow compresses in a real
 agent session (tool output, with the request at the end), so the compressed arm measures what
-winnow would do there; the filler and distractor arms hold every unit in the same place and
-change only the competing passages' text.</li>
+winnow would do there; it is also what the baselines act on (observation masking replaces old
+tool results: passages sent as user messages would leave it nothing to mask). The filler and
+distractor arms hold every unit in the same place and change only the competing passages'
+text.</li>
 <li><b>Occupancy is not interference.</b> The filler arm adds tokens that say nothing about
 the question; the distractor arm adds passages with the question's relations about entities
 with similar names. A gap between them at the same occupancy is the cost of interference; a
