@@ -510,3 +510,28 @@ def test_a_context_that_cannot_be_built_fails_alone(tmp_path, monkeypatch):
         summary = bench.run(tmp_path, report=False)
         assert (summary.written, summary.failed) == (24, 6)
         assert summary.errors[0].endswith("building the context: RuntimeError: no classifier")
+
+
+def test_baselines_keep_the_newest_and_mark_what_they_rewrite():
+    from winnow.data.schema import Unit
+    from winnow.serving.baselines import mask_observations, truncate_oldest
+    from winnow.serving.compressor import orphan_call_ids
+    from winnow.serving.tokens import unit_tokens
+
+    counter = default_token_counter()
+    units = [Unit("u0", "s", 0, "user", "text", "Fix the parser, keep the API stable.")]
+    for i in range(1, 15):
+        args = '{"path": "a.py"}'
+        units.append(Unit(f"c{i}", "s", 2 * i - 1, "assistant", "tool_call", args, "Read", f"t{i}"))
+        text, raw = f"line {i} " * 40, {"raw": {"type": "tool_result"}}
+        units.append(
+            Unit(f"r{i}", "s", 2 * i, "tool", "tool_result", text, "Read", f"t{i}", extra=raw)
+        )
+    limit = sum(unit_tokens(u, counter) for u in units) // 3
+    cut = truncate_oldest(units, limit, counter)
+    assert sum(unit_tokens(u, counter) for u in cut) <= limit
+    assert cut[-1] is units[-1] and not orphan_call_ids(cut)
+    masked = mask_observations(units, 10**6, counter)
+    old = [u for u in masked if u.kind == "tool_result"][:4]
+    assert all(u.text == "[output omitted]" and u.extra == {"strategy": "placeholder"} for u in old)
+    assert masked[-1] is units[-1]  # the newest ten results untouched, raw block and all
