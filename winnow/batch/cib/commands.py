@@ -221,6 +221,12 @@ def _run(bench: Any, output: str, err: Any) -> int:
     )
     if summary.stopped:
         err.print(f"winnow cib: stopped: {summary.stopped}", markup=False)
+    if any("BadRequestError" in e for e in summary.errors):
+        err.print(
+            "winnow cib: the endpoint rejected requests: if it has no tool role, try --render "
+            "text; if the context was too long, give the model's real --window",
+            markup=False,
+        )
     if summary.failed or summary.stopped:
         err.print("winnow cib: rerun the same command to retry what failed", markup=False)
         return 1
