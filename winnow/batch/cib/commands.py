@@ -168,7 +168,7 @@ def _run(bench: Any, output: str, err: Any) -> int:
     )
     from rich.table import Table
 
-    from winnow.batch.cib.report import TABLE_HEADER, summarize, table_rows
+    from winnow.batch.cib.report import TABLE_HEADER, TABLE_NOTE, summarize, table_rows
     from winnow.batch.cib.runner import RESULTS, read_results
 
     progress = Progress(
@@ -211,8 +211,9 @@ def _run(bench: Any, output: str, err: Any) -> int:
         table.add_column(h, justify="left" if h == "arm" else "right")
     for cells in table_rows(rows):
         table.add_row(*cells)
-    out = Console(width=max(160, Console().width))  # a piped table stays one row per line
+    out = Console(width=max(170, Console().width))  # a piped table stays one row per line
     out.print(table)
+    out.print(TABLE_NOTE, soft_wrap=True, style="dim")
     out.print(
         f"{summary.written} answers now, {summary.skipped} from before, {summary.failed} failed; "
         f"{summary.prompt_tokens:,} prompt tokens in {summary.seconds:.0f} s; "

@@ -250,14 +250,20 @@ TABLE_HEADER = [
     "arm",
     "bucket",
     "n",
-    "occupancy (usage)",
-    "occupancy (own count)",
+    "occupancy",
+    "own count",
     "F1 [95% CI]",
     "EM [95% CI]",
-    "ΔF1 vs baseline [95% CI]",
-    "supporting sent",
-    "competing sent",
+    "ΔF1 [95% CI]",
+    "supporting",
+    "competing",
 ]
+TABLE_NOTE = (
+    "occupancy: the endpoint's usage.prompt_tokens / window; own count: the request's cl100k "
+    "count / window; ΔF1: paired on the same probes, the distractor arm vs the filler arm and a "
+    "compressed method vs the distractor context it was compressed from; supporting: share of "
+    "the supporting passages sent verbatim; competing: competing passages sent verbatim (mean)"
+)
 
 
 def _pct(x: float | None) -> str:
@@ -299,6 +305,7 @@ distractor context it was compressed from, paired on the same probes.</p>
 {imgs}
 <h2>Results</h2>
 <table><tr>{head}</tr>{body}</table>
+<p>{e(TABLE_NOTE)}</p>
 <h2>Totals</h2>
 <table>{tot}</table>
 <h2>How to read it, and its limits</h2>
@@ -309,4 +316,13 @@ distractor context it was compressed from, paired on the same probes.</p>
 """
 
 
-__all__ = ["LIMITS", "TABLE_HEADER", "Row", "plot", "summarize", "table_rows", "write_report"]
+__all__ = [
+    "LIMITS",
+    "TABLE_HEADER",
+    "TABLE_NOTE",
+    "Row",
+    "plot",
+    "summarize",
+    "table_rows",
+    "write_report",
+]
