@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "winnow.serving.proxy_cli",
     "winnow.runtime.commands",
     "winnow.batch.commands",
+    "winnow.batch.cib.commands",
 )
 
 
