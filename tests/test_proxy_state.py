@@ -26,20 +26,27 @@ def compressor():
     return default_compressor()
 
 
-def conversation(steps: int, *, marker: dict | None = None) -> list[list[dict[str, Any]]]:
-    """The message lists of a growing tool loop, one per request; the newest block of each
-    request carries `marker`, as Claude Code places its breakpoint."""
+def conversation(
+    steps: int, *, marker: dict | None = None, marks: int = 1
+) -> list[list[dict[str, Any]]]:
+    """The message lists of a growing tool loop, one per request; the newest block of the
+    newest `marks` user messages carries `marker`, as harnesses place their breakpoints."""
     msgs: list[dict[str, Any]] = [
         {"role": "user", "content": "Fix the flaky test in tests/test_api.py; keep the schema."}
     ]
     out = []
     for i in range(steps):
-        last = msgs[-1]
+        sent = list(msgs)
         if marker is not None:
-            content = last["content"]
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            last = {**last, "content": [*blocks[:-1], {**blocks[-1], "cache_control": marker}]}
-        out.append([*msgs[:-1], last])
+            users = [j for j, m in enumerate(sent) if m["role"] == "user"][-marks:]
+            for j in users:
+                content = sent[j]["content"]
+                blocks = (
+                    [{"type": "text", "text": content}] if isinstance(content, str) else content
+                )
+                marked = [*blocks[:-1], {**blocks[-1], "cache_control": marker}]
+                sent[j] = {**sent[j], "content": marked}
+        out.append(sent)
         use = {"type": "tool_use", "id": f"toolu_{i:04d}", "name": "Bash"}
         use["input"] = {"command": f"pytest -k case{i}"}
         msgs.append({"role": "assistant", "content": [{"type": "text", "text": f"Run {i}."}, use]})
@@ -108,7 +115,8 @@ def test_parse_request_fails_as_json_loads_does(raw):
         assert parse_request(raw).body == expected
 
 
-def test_known_prefix_text_is_planned_as_the_full_reader_plans_it(compressor):
+@pytest.mark.parametrize("marks", [0, 1, 2])
+def test_known_prefix_text_is_planned_as_the_full_reader_plans_it(compressor, marks):
     fast = Rewriter(RewriterConfig(budget=5_000), compressor=compressor)
     slow = Rewriter(RewriterConfig(budget=5_000), compressor=compressor)
     slow._known = lambda api, text: None  # type: ignore[method-assign]
@@ -122,7 +130,7 @@ def test_known_prefix_text_is_planned_as_the_full_reader_plans_it(compressor):
 
     fast._known = spy  # type: ignore[method-assign]
     actions = []
-    for msgs in conversation(18, marker={"type": "ephemeral"}):
+    for msgs in conversation(18, marker={"type": "ephemeral"} if marks else None, marks=marks):
         raw = body_bytes(msgs)
         a, b = fast.plan_request("anthropic", raw), slow.plan_request("anthropic", raw)
         assert (a.action, a.tokens_in, a.tokens_out, a.covered) == (

@@ -1,7 +1,7 @@
 """`winnow proxy`: context management in front of any agent, with no change to the agent.
 
     winnow proxy --upstream https://api.anthropic.com --window 200000 --audit runs/
-    ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude        # or OPENAI_BASE_URL=.../v1 codex
+    ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude        # or OPENAI_BASE_URL=.../v1 aider
 
     with ProxyServer(ProxyConfig(upstream=url, budget=80_000)) as proxy:
         client = anthropic.Anthropic(base_url=proxy.base_url)

@@ -399,9 +399,11 @@ class Rewriter:
             if chain in self._prefixes:
                 self._prefixes.move_to_end(chain)
             entry.last_used = self.clock()
+        if self._has_prefix(entry.conversation, beyond=entry.covered if entry.messages else -1):
+            return None  # a newer prefix may apply: the full reader finds it by its digests
         if entry.messages is None:  # a checkpoint
-            if plan.tokens_in > self.config.budget or self._has_prefix(entry.conversation):
-                return None  # the budget is crossed, or a prefix may apply: the full reader
+            if plan.tokens_in > self.config.budget:
+                return None  # the budget is crossed: the full reader plans it
             plan.tokens_out = plan.tokens_in
             self._checkpoint(plan, parsed, toks, entry.client_tokens)
             return plan
@@ -540,16 +542,17 @@ class Rewriter:
     def _checkpoint(
         self, plan: Plan, parsed: Parsed | None, toks: list[int], base_tokens: int
     ) -> None:
-        """Remember the client's tokens of this request's messages but the newest ones (those
-        that carry a cache breakpoint move it on the next request, so their bytes change)."""
+        """Remember the client's tokens of this request's messages but the newest ones (a
+        message that carries a cache breakpoint loses it on a later request: its bytes change)."""
         if parsed is None or parsed.spans is None:
             return
         spans, text = parsed.spans, parsed.text
-        k = len(spans) - 1
-        while (
-            k > 0 and spans[k - 1] is not None and '"cache_control"' in text[slice(*spans[k - 1])]
-        ):
-            k -= 1
+        k = len(spans) - 1  # never the newest message, nor any from the last marked one on
+        for i in range(len(spans) - 1, -1, -1):
+            if spans[i] is None:
+                break
+            if '"cache_control"' in text[spans[i][0] : spans[i][1]]:
+                k = min(k, i)
         if k <= 0 or spans[k - 1] is None:
             return
         mark = Prefix(
@@ -597,11 +600,12 @@ class Rewriter:
                 )
             return
         first = _skip(parsed.text, parsed.array[0] + 1)  # the first message
-        if last[1] - first < PROBE:
-            return
-        prefix.raw_len = last[1] - first
-        prefix.raw_hash = _hash(parsed.text[first : last[1]])
-        prefix.probe = _hash(parsed.text[first : first + PROBE])
+        region = parsed.text[first : last[1]]
+        if len(region) < PROBE or '"cache_control"' in region:
+            return  # too short to be worth it; or a breakpoint the client will move: not yet
+        prefix.raw_len = len(region)
+        prefix.raw_hash = _hash(region)
+        prefix.probe = _hash(region[:PROBE])
 
     def _probe(self, text: str, at: int) -> tuple[bytes, Prefix] | None:
         """The newest prefix whose messages' text starts `text` at `at`."""
@@ -618,10 +622,11 @@ class Rewriter:
                 return chain, entry
         return None
 
-    def _has_prefix(self, conversation: str) -> bool:
+    def _has_prefix(self, conversation: str, beyond: int) -> bool:
+        """Whether the conversation has a prefix standing for more than `beyond` messages."""
         with self._lock:
             return any(
-                p.messages is not None and p.conversation == conversation
+                p.messages is not None and p.conversation == conversation and p.covered > beyond
                 for p in self._prefixes.values()
             )
 
