@@ -189,6 +189,8 @@ def test_anthropic_over_budget_compressed_valid_and_prefix_stable(compressor, st
     records = list(read_audit(tmp_path))
     actions = [r["action"] for r in records]
     assert actions[0] == "passthrough" and "compact" in actions and "reuse" in actions
+    # older thinking is left out of the compressed history whole, and the audit says so
+    assert all(r["dropped_blocks"]["thinking"] > 0 for r in records if r["action"] == "compact")
     for rec, req, client_msgs in zip(records, up.requests, sent):
         assert rec["tokens_out"] <= 6_000 or rec["action"] == "passthrough"
         if rec["action"] == "passthrough":

@@ -292,6 +292,8 @@ class _Proxy:
                 prefix_hash=plan.prefix_hash,
                 changed=plan.changed,
             )
+            if plan.dropped:
+                rec["dropped_blocks"] = plan.dropped
             if plan.reason:
                 rec["note"] = plan.reason
         else:

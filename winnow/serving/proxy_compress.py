@@ -41,6 +41,7 @@ class CompressedBlock:
     tokens_before: int
     tokens: int
     changed: dict[str, int] = field(default_factory=dict)  # category -> units not kept as they were
+    dropped: dict[str, int] = field(default_factory=dict)  # block type -> blocks left out whole
 
 
 def default_compressor() -> SemanticCompressor:
@@ -79,7 +80,31 @@ def compress_messages(
         out = to_openai(result.units)["messages"]
     changed = Counter(r.category for r in result.records if r.action != "kept")
     tokens = sum(message_tokens(api, m, compressor.counter) for m in out)
-    return CompressedBlock(out, result.tokens_before, tokens, dict(changed))
+    return CompressedBlock(out, result.tokens_before, tokens, dict(changed), _unread(api, messages))
+
+
+# What to_units reads. Any other block (thinking, which is left out on purpose; image,
+# document, redacted thinking, server tool blocks, non-text parts) cannot go through the
+# compressor today: it is left out of the compressed history and counted, so that the audit
+# says so. Issue 11's lossless units will carry them.
+_READ = {"text", "tool_use", "tool_result"}
+
+
+def _unread(api: str, messages: Sequence[dict[str, Any]]) -> dict[str, int]:
+    out: Counter = Counter()
+
+    def parts(content: Any, read: set[str]) -> None:
+        if isinstance(content, list):
+            for b in content:
+                kind = b.get("type", "?") if isinstance(b, dict) else "?"
+                if kind not in read:
+                    out[kind] += 1
+                elif kind == "tool_result" and isinstance(b, dict):
+                    parts(b.get("content"), {"text"})
+
+    for m in messages:
+        parts(m.get("content"), _READ if api == "anthropic" else {"text"})
+    return dict(out)
 
 
 def _merge_first(first: dict[str, Any], rest: list[dict[str, Any]]) -> list[dict[str, Any]]:

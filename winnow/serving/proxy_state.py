@@ -260,6 +260,7 @@ class Plan:
     covered: int = 0
     prefix_hash: str | None = None
     changed: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)  # blocks the compression left out
     reason: str = ""
     digests: list[bytes] = field(default_factory=list)  # of the request's messages
     chains: list[bytes] = field(default_factory=list)  # chains[i]: of messages[:i]
@@ -444,7 +445,7 @@ class Rewriter:
                 part = compress_messages(api, block, room - prefix_tokens, self.compressor)
                 joined = _join(api, held, part.messages)
                 new = CompressedBlock(
-                    joined, entry.tokens_before + part.tokens_before, 0, part.changed
+                    joined, entry.tokens_before + part.tokens_before, 0, part.changed, part.dropped
                 )
                 action = "append"
             elif entry is not None or block:
@@ -470,7 +471,7 @@ class Rewriter:
         )
         self._raw_region(prefix, parsed, entry)
         self._store(plan.chains[t], prefix)
-        plan.changed = new.changed
+        plan.changed, plan.dropped = new.changed, new.dropped
         total = fixed + prefix.tokens + tail
         return self._send(plan, body, msgs, start, prefix, action, total, fixed, parsed)
 
