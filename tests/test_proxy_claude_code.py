@@ -152,6 +152,9 @@ def test_claude_code_through_the_proxy(tmp_path):
     assert not up.problems()
     main = [r for r in up.messages_requests() if "Bash" in json.dumps(r.body.get("tools"))]
     assert len(main) > 30 and script.n > 30
+    # what Claude Code sends, passed on as it came: POST /v1/messages?beta=true, streamed
+    assert all(r.query == "beta=true" and r.body["stream"] for r in main)
+    assert main[0].headers["x-api-key"] == "sk-test" and "anthropic-beta" in main[0].headers
     results = [
         b for m in main[-1].body["messages"] for b in _blocks(m) if b["type"] == "tool_result"
     ]
