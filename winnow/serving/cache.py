@@ -79,13 +79,19 @@ class CacheAwareResult:
     def tokens_after(self) -> int:
         return self.prefix.tokens_after + self.suffix.tokens_after
 
-    def to_anthropic(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
-        """Anthropic Messages body with cache_control breakpoints (`tools`: see render.to_anthropic)."""
-        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub, tools=tools)
+    def to_anthropic(
+        self, tools: bool | Sequence[dict[str, Any]] = False, **kw: Any
+    ) -> dict[str, Any]:
+        """A complete Anthropic Messages request with cache_control breakpoints (`tools`, `kw`:
+        see render.to_anthropic); read from one, what winnow did not change is as it was."""
+        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub, tools=tools, **kw)
 
-    def to_openai(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
-        """OpenAI chat body; its automatic prefix cache benefits from the same stable prefix."""
-        return to_openai(self.units, scrub=self.scrub, tools=tools)
+    def to_openai(
+        self, tools: bool | Sequence[dict[str, Any]] = False, **kw: Any
+    ) -> dict[str, Any]:
+        """A complete OpenAI chat request; its automatic prefix cache benefits from the same
+        stable prefix."""
+        return to_openai(self.units, scrub=self.scrub, tools=tools, **kw)
 
 
 class CacheAwareCompressor:

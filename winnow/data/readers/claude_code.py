@@ -11,6 +11,7 @@ of the `parentUuid` tree (re-sorting would need the whole file in memory). A lin
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +89,7 @@ class ClaudeCodeReader:
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
         sessions: dict[str, SessionBuilder] = {}
         tool_names: dict[str, str] = {}
-        seen: dict[str, None] = {}  # insertion-ordered, oldest evicted first
+        seen: dict[str, int] = {}  # uuid -> content digest; insertion-ordered, oldest evicted first
         pending: _Pending | None = None
 
         def emit(specs: list[_Spec]) -> Iterator[Unit]:
@@ -107,7 +108,7 @@ class ClaudeCodeReader:
         for lineno, obj in iter_json_lines(path, report):
             action = None
             with record_guard(report, path, lineno):
-                action = self._record(obj, path, tool_names, seen, report)
+                action = self._record(obj, path, tool_names, seen, report, lineno)
             if action is None:
                 continue
             verb, message_id, specs = action
@@ -128,8 +129,9 @@ class ClaudeCodeReader:
         obj: Any,
         path: Path,
         tool_names: dict[str, str],
-        seen: dict[str, None],
+        seen: dict[str, int],
         report: ReadReport,
+        lineno: int | None = None,
     ) -> tuple[str, str | None, list[_Spec]] | None:
         """Classify one line: ("assistant", message_id, specs), ("results", None, specs),
         ("other", None, specs) or None when it holds no message."""
@@ -144,10 +146,18 @@ class ClaudeCodeReader:
             return None
         uuid = obj.get("uuid")
         if isinstance(uuid, str):
+            # what the line says: a resumed session rewrites lines with new metadata fields
+            message = obj.get("message")
+            said = message.get("content") if isinstance(message, dict) else obj.get("content")
+            digest = hash(json.dumps([kind, said], sort_keys=True, default=str))
             if uuid in seen:
-                report.skip(f"{NAME}: line repeated (same uuid)")
-                return None
-            seen[uuid] = None
+                if seen[uuid] == digest:
+                    report.skip(f"{NAME}: line repeated (same uuid)")
+                    return None
+                report.problem(
+                    path, lineno, f"uuid {uuid} repeats with other content, read as well"
+                )
+            seen[uuid] = digest
             if len(seen) > _SEEN_MAX:
                 del seen[next(iter(seen))]
 
