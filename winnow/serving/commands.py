@@ -156,6 +156,7 @@ def _run_compress(args: argparse.Namespace) -> int:
     for sid, units in sessions.items():
         limit = count
         if limit is None:
+            assert share is not None
             before = sum(unit_tokens(u, compressor.counter) for u in units)
             limit = max(1, int(before * share))
         llm = (
@@ -175,6 +176,11 @@ def _run_compress(args: argparse.Namespace) -> int:
             )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
+        if not results[-1][2].units:
+            return _fail(
+                f"session {sid}: nothing is left under the limit of {limit:,} tokens, and an "
+                "empty request is no request (raise --limit)"
+            )
 
     written = _write(args, results, out_path)
     console = Console(stderr=out_path is None)

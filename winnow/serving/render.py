@@ -276,6 +276,8 @@ def _raw_kind(raw: Any, u: Unit, fmt: str) -> str:
             return "tool_use"
         if u.kind == "tool_result":
             return "tool_result" if (u.extra.get("shell") or {}).get("role") == "tool" else "legacy"
+        if f == "empty":  # a message with no content at all: the unit only keeps it
+            return "empty"
         return "field" if f != "content" else "other"
     t = raw.get("type") if isinstance(raw, dict) else None
     if t == "tool_use":
@@ -478,6 +480,7 @@ def to_anthropic(
     request = _request(units, ANTHROPIC)
     system, msgs = _messages(units, ANTHROPIC, scrub)
     msgs = _repair(msgs, merge_assistant=True)
+    _restore_thinking(msgs)
     if msgs and msgs[0].role != "user" and not (msgs[0].key == ("msg", 0)):
         msgs.insert(0, _Msg("user", [_Block("text", "(continued)", note=True)]))
     tool_defs = request.get("tools") if request else None
@@ -494,8 +497,8 @@ def to_anthropic(
     _place_breakpoints(system, msgs, ttl_at, _existing_marks(request, system, msgs))
     body_system = _anthropic_system(system, request)
     body_messages = [_anthropic_message(m) for m in msgs]
+    body: dict[str, Any] = {}
     if request is not None:
-        body = {}
         for k, v in request.items():
             if k == "messages":
                 body[k] = body_messages
@@ -511,7 +514,7 @@ def to_anthropic(
         if tools and tools is not True and not tool_defs:
             body["tools"] = list(tools)
         return body
-    body = {}
+    body = {}  # a request built from units alone
     if model:
         body["model"] = model
         body["max_tokens"] = max_tokens or DEFAULT_MAX_TOKENS
@@ -523,6 +526,37 @@ def to_anthropic(
         body["system"] = body_system
     body["messages"] = body_messages
     return body
+
+
+def _restore_thinking(msgs: list[_Msg]) -> None:
+    """The assistant message a request's final tool results answer starts with its thinking
+    blocks, unchanged: the API rejects the request otherwise. Its tool calls carry them
+    (`turn_thinking`), so they come back even when the compressor dropped them."""
+    if len(msgs) < 2 or msgs[-1].role != "user":
+        return
+    answered = {b.id for b in msgs[-1].blocks if b.kind == "tool_result"}
+    m = next((m for m in reversed(msgs) if m.role == "assistant"), None)
+    if m is None or not answered & {b.id for b in m.blocks if b.kind == "tool_use"}:
+        return
+    keep = next(
+        (
+            b.u.extra["turn_thinking"]
+            for b in m.blocks
+            if b.kind == "tool_use"
+            and b.u is not None
+            and isinstance(b.u.extra.get("turn_thinking"), list)
+        ),
+        None,
+    )
+    if not keep:
+        return
+    present = [b for b in m.blocks if b.kind == "thinking"]
+    if [b.raw for b in present] == keep and m.blocks[: len(present)] == present:
+        return
+    log.warning("thinking blocks of the last assistant turn put back (the API wants them)")
+    u = next(b.u for b in m.blocks if b.u is not None)
+    restored = [_Block("thinking", "", raw=raw, u=u) for raw in keep]
+    m.blocks = restored + [b for b in m.blocks if b.kind != "thinking"]
 
 
 def _empty(raw: Any) -> bool:
@@ -557,6 +591,7 @@ def _anthropic_block(b: _Block) -> Any:
         if b.ttl:  # a copy: the caller's block is never changed
             return {**b.raw, "cache_control": {"type": "ephemeral", "ttl": b.ttl}}
         return b.raw
+    d: dict[str, Any]
     if b.kind == "tool_use":
         d = {"type": "tool_use", "id": b.id, "name": b.name, "input": _input(b.text)}
     elif b.kind == "tool_result":
@@ -651,14 +686,14 @@ def _place_breakpoints(
 
 
 def _cacheable(b: _Block) -> bool:
-    if b.native:
-        raw_type = b.raw.get("type") if isinstance(b.raw, dict) else "text"
-        return (
-            raw_type not in _NO_CACHE
-            and not (isinstance(b.raw, str) and not b.raw.strip())
-            and not (raw_type == "text" and not str(b.raw.get("text", "")).strip())
-        )
-    return b.kind != "thinking" and bool(b.text.strip())
+    """A block that may carry cache_control: not thinking, not empty text."""
+    if not b.native:
+        return b.kind != "thinking" and bool(b.text.strip())
+    if isinstance(b.raw, str):
+        return bool(b.raw.strip())
+    if not isinstance(b.raw, dict) or b.raw.get("type") in _NO_CACHE:
+        return False
+    return b.raw.get("type") != "text" or bool(str(b.raw.get("text", "")).strip())
 
 
 def _input(text: str) -> dict[str, Any]:
@@ -745,7 +780,7 @@ def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
             for b in parts
             if not (b.native and (b.raw is None or isinstance(b.raw, list) or b.raw == ""))
         ]
-    elif role == "assistant":
+    elif role == "assistant" and m.shell is None:
         values["content"] = None
     for b in rest:
         if b.kind == "field":
@@ -766,10 +801,8 @@ def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
         for k, v in m.shell.items():
             if k in values:
                 msg[k] = values.pop(k)
-            elif v is not None or k not in _UNIT_FIELDS:
-                msg[k] = v
-            elif k == "content":
-                msg[k] = None
+            elif not (k == "tool_calls" and v is None):  # all calls dropped: no empty list
+                msg[k] = v  # the message's own field; a field whose units all went: null
         msg.update(values)
     else:
         msg = {"role": role, **values}
@@ -777,17 +810,6 @@ def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
             msg["content"] = None
     out.append(msg)
     return out
-
-
-_UNIT_FIELDS = (
-    "content",
-    "reasoning_content",
-    "reasoning",
-    "refusal",
-    "audio",
-    "tool_calls",
-    "function_call",
-)
 
 
 def _renamed_call(b: _Block) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from winnow.data.readers import (
     aider,
@@ -101,17 +101,21 @@ def parse(
         units = _parse_provider(document, name, report, session_id)
     else:
         data = _as_bytes(document)
-        doc = Document.of(session_id, data)
+        # a Document reads like the files the readers take
+        doc = cast(Path, Document.of(session_id, data))
         name = name or _sniff(read_head(doc))
         if name is None:
             report.problem(session_id, None, "unknown format (not a transcript this version reads)")
             return
         units = FORMATS[name].read(doc, report)
     report.formats[name] += 1
-    for unit in units:
-        unit.extra.setdefault("format", name)
-        report.count(unit)
-        yield unit
+    try:
+        for unit in units:
+            unit.extra.setdefault("format", name)
+            report.count(unit)
+            yield unit
+    except OSError as e:  # a reader that wanted a file beside the document
+        report.problem(session_id, None, f"cannot read ({e.strerror or e}), rest skipped")
 
 
 def _provider_of(document: Any) -> str | None:
@@ -126,7 +130,11 @@ def _provider_of(document: Any) -> str | None:
             if anthropic_messages.is_anthropic(wrapped)
             else openai_chat.NAME
         )
-    if all(openai_chat.request_of(r) is not None for r in records):
+    requests = [openai_chat.request_of(r) for r in records]
+    if all(
+        r is not None and any(isinstance(m, dict) and "role" in m for m in r["messages"])
+        for r in requests
+    ):
         if any(anthropic_messages.is_anthropic(r) for r in records):
             return anthropic_messages.NAME
         return openai_chat.NAME

@@ -156,7 +156,23 @@ def parse_request(
         if role not in ("user", "assistant", "system"):
             report.problem(path, line, f"message {n} has no known role ({role!r}), skipped")
             continue
-        yield from guarded(report, path, line, s, reader.message(n, m, names))
+        thinking = _thinking_of(m) if role == "assistant" else []
+        for u in guarded(report, path, line, s, reader.message(n, m, names)):
+            if thinking and u.kind == "tool_call":
+                u.extra["turn_thinking"] = thinking
+            yield u
+
+
+def _thinking_of(m: dict) -> list[dict]:
+    """The thinking blocks of an assistant message. Should it end up the turn a tool loop
+    answers, the API wants them back unchanged: its tool calls carry them
+    (`extra["turn_thinking"]`), and the renderer puts them back whatever the compressor did."""
+    content = m.get("content")
+    return [
+        b
+        for b in (content if isinstance(content, list) else ())
+        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
+    ]
 
 
 def _has_system(system: Any) -> bool:
@@ -211,7 +227,7 @@ class _Reader:
             extra["block_type"] = kind
         if kind in CALLS:
             call_id = string(b.get("id"), f"{self.s.session_id}:call:{self.s.index}")
-            name = names[call_id] = string(b.get("name"), kind)
+            name = names[call_id] = string(b.get("name"), str(kind))
             return self.unit(
                 role,
                 "tool_call",
@@ -269,10 +285,11 @@ class _Reader:
         size = None
         if isinstance(source, dict) and source.get("type") == "base64":
             size = media.image_size(source.get("data"))
-        return media.anthropic_image_tokens(*(size or (None, None)), self.model)
+        width, height = size or (None, None)
+        return media.anthropic_image_tokens(width, height, self.model)
 
     def document(self, b: dict) -> tuple[str, str, dict[str, Any]]:
-        source = b.get("source") if isinstance(b.get("source"), dict) else {}
+        source: dict[str, Any] = b["source"] if isinstance(b.get("source"), dict) else {}
         title = f"[document: {b['title']}]" if isinstance(b.get("title"), str) else "[document]"
         if source.get("type") == "text":  # plain text: readable, counted as text
             return f"{title}\n{to_text(source.get('data'))}", "text", {}

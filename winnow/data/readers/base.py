@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, overload
 
 from winnow.data.schema import Unit
 
@@ -125,6 +125,10 @@ class SessionBuilder:
         return u
 
 
+@overload
+def string(value: Any, default: str) -> str: ...
+@overload
+def string(value: Any, default: None = None) -> str | None: ...
 def string(value: Any, default: str | None = None) -> str | None:
     """`value` when it is a non-empty string (an id, a tool name), else `default`."""
     return value if isinstance(value, str) and value else default

@@ -240,7 +240,9 @@ def _message(
 
     content = m.get("content")
     if role in ("system", "developer", "user"):
-        _content(unit, "user" if role == "user" else "system", content, model)
+        _content(
+            unit, "user" if role == "user" else "system", content, model, present="content" in m
+        )
     elif role == "assistant":
         for key in ("reasoning_content", "reasoning"):
             value = m.get(key)
@@ -271,20 +273,21 @@ def _message(
                 "assistant", "tool_call", args, fc, "function_call", tool_name=name, call_id=call_id
             )
         if not units:  # an empty assistant message stays, as it was
-            unit("assistant", "text", "", content)
+            unit("assistant", "text", "", content, "content" if "content" in m else "empty")
     else:
-        call_id = m.get("tool_call_id") if role == "tool" else (calls.legacy or [None]).pop(0)
-        if not isinstance(call_id, str):
+        answers = m.get("tool_call_id") if role == "tool" else next(iter(calls.legacy), None)
+        if role != "tool" and calls.legacy:
+            calls.legacy.pop(0)
+        if not isinstance(answers, str):
             raise BadRecord(f"message {n} (`{role}`) answers no tool call")
-        name = calls.names.get(call_id) or string(m.get("name"))
         texts, tokens = _texts(content, model)
         unit(
             "tool",
             "tool_result",
             "\n".join(texts),
             content,
-            tool_name=name,
-            call_id=call_id,
+            tool_name=calls.names.get(answers) or string(m.get("name")),
+            call_id=answers,
             media_tokens=tokens,
         )
     if shell is not None:
@@ -302,9 +305,17 @@ def _call(c: Any, n: int) -> tuple[str, str]:
     return string(fn.get("name"), "function"), arguments_json(fn.get("arguments"))
 
 
-def _content(unit: Any, role: str, content: Any, model: str | None, empty_ok: bool = False) -> None:
+def _content(
+    unit: Any,
+    role: str,
+    content: Any,
+    model: str | None,
+    empty_ok: bool = False,
+    present: bool = True,
+) -> None:
     """Units of a message's `content`: one a part, one for a string; an empty content makes
-    an empty unit (which keeps the message) unless the message has other units (`empty_ok`)."""
+    an empty unit (which keeps the message) unless the message has other units (`empty_ok`);
+    its field is `empty` when the message has no `content` at all (`present`)."""
     if isinstance(content, list) and content:
         for part in content:
             text, tokens = _part(part, model)
@@ -313,7 +324,7 @@ def _content(unit: Any, role: str, content: Any, model: str | None, empty_ok: bo
         unit(role, "text", content, content)
     elif content is None or isinstance(content, (str, list)):
         if not empty_ok:
-            unit(role, "text", "", content)
+            unit(role, "text", "", content, "content" if present else "empty")
     else:
         unit(role, "text", to_text(content), content)
 
@@ -329,8 +340,8 @@ def _part(part: Any, model: str | None) -> tuple[str, int]:
         return to_text(part.get("refusal")), 0
     if kind == "image_url":
         image = part.get("image_url") if isinstance(part.get("image_url"), dict) else {}
-        size = media.image_size(image.get("url")) or (None, None)
-        return "[image]", media.openai_image_tokens(*size, image.get("detail", "auto"))
+        width, height = media.image_size(image.get("url")) or (None, None)
+        return "[image]", media.openai_image_tokens(width, height, image.get("detail", "auto"))
     if kind == "input_audio":
         audio = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
         seconds = media.audio_seconds(audio.get("data"), audio.get("format"))
