@@ -293,3 +293,53 @@ def test_a_request_file_and_its_in_memory_parse_agree(tmp_path) -> None:
     in_memory = list(parse(load(path), session_id="tools"))
     strip = lambda u: {k: v for k, v in u.to_dict().items() if k != "source"}  # noqa: E731
     assert [strip(u) for u in from_file] == [strip(u) for u in in_memory]
+
+
+def test_extract_keeps_a_requests_fields_once_and_gives_them_back(tmp_path) -> None:
+    from winnow.data.extract import extract, load_units
+
+    bodies = [load(p) for p in CORPUS if p.parent.name == "anthropic"][:4]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    extract([path], tmp_path / "units.parquet")
+    import pyarrow.parquet as pq
+
+    extras = pq.read_table(tmp_path / "units.parquet").column("extra").to_pylist()
+    assert sum('"request"' in (e or "") for e in extras) == len(bodies)  # once a session
+    units = list(load_units(tmp_path / "units.parquet"))
+    by_session: dict[str, list[Unit]] = {}
+    for u in units:
+        by_session.setdefault(u.session_id, []).append(u)
+    assert [same(to_anthropic(us), b) for us, b in zip(by_session.values(), bodies)] == [True] * 4
+
+
+def test_a_rewritten_media_unit_no_longer_costs_its_media() -> None:
+    image = next(
+        u for u in parse(load(CORPUS_DIR / "anthropic" / "images.json")) if u.text == "[image]"
+    )
+    counter = HeuristicCounter()
+    rewritten = dataclasses.replace(
+        image,
+        extra={**{k: v for k, v in image.extra.items() if k != "raw"}, "strategy": "summarize"},
+    )
+    assert (
+        unit_tokens(image, counter) - unit_tokens(rewritten, counter) == image.extra["media_tokens"]
+    )
+
+
+def test_the_latest_units_request_wins() -> None:
+    """A growing conversation's prefix is memoized: its units carry the earlier request; the body
+    takes the fields of the latest (changed tools, a new max_tokens)."""
+    body = load(CORPUS_DIR / "anthropic" / "tool_results_rich.json")
+    later = {
+        **body,
+        "max_tokens": 8000,
+        "messages": [*body["messages"], {"role": "assistant", "content": "Done."}],
+    }
+    early = list(parse(body))
+    late = list(parse(later))
+    out = to_anthropic([*early, late[-1]])
+    assert out["max_tokens"] == 8000 and out["messages"][-1] == {
+        "role": "assistant",
+        "content": "Done.",
+    }

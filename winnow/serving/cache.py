@@ -184,7 +184,10 @@ class CacheAwareCompressor:
         start = 0
         for end in ends:
             for u in units[start:end]:
-                h.update(json.dumps(u.to_dict(), sort_keys=True, ensure_ascii=False).encode())
+                # the request's own fields (shared by every unit, rendered from the latest) are
+                # no part of the prefix's units
+                d = {k: v for k, v in u.to_dict().items() if k != "request"}
+                h.update(json.dumps(d, sort_keys=True, ensure_ascii=False).encode())
             key = h.hexdigest()
             if key in self._memo:
                 self._memo.move_to_end(key)

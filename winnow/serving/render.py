@@ -164,7 +164,9 @@ def _has_raw(u: Unit, fmt: str) -> bool:
 
 
 def _request(units: Sequence[Unit], fmt: str) -> dict[str, Any] | None:
-    for u in units:
+    """The request's own fields: the latest unit's (units memoized from an earlier request of a
+    growing conversation may carry that one's)."""
+    for u in reversed(units):
         if _native(u, fmt) and isinstance(u.extra.get("request"), dict):
             return u.extra["request"]
     return None

@@ -85,7 +85,7 @@ def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
         n += counter.count(unit.tool_name)
     media = unit.extra.get("media_tokens")
     if isinstance(media, int) and not isinstance(media, bool) and media > 0:
-        n += media
+        n += 0 if unit.extra.get("strategy") else media  # rewritten: the block is not sent
     return n
 
 
