@@ -126,7 +126,7 @@ def test_service_outputs_are_sent_by_the_sdks() -> None:
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from winnow.batch.service import create_app
+    from winnow.serving.service import create_app
 
     with TestClient(create_app()) as client, stand_in() as srv:
         for path in CORPUS:

@@ -24,6 +24,7 @@ from winnow.data.readers import (
     normalized,
     openai_chat,
     openhands,
+    specstory,
     swe_agent,
 )
 from winnow.data.readers.base import (
@@ -47,6 +48,7 @@ READERS: list[Reader] = [
         gemini,
         swe_agent,
         openhands,
+        specstory,
         aider,
         anthropic_messages,
         openai_chat,
