@@ -197,6 +197,7 @@ def test_a_repeated_id_with_other_content_is_reported(tmp_path) -> None:
         "../readers_b/aider.chat.history.md",
         "../readers_b/swe-agent__test-repo-i1.traj",
         "../readers_b/output.jsonl",
+        "../readers_c/specstory_cursor_chat.md",
     ],
 )
 def test_parse_reads_every_format_in_memory(name) -> None:

@@ -162,11 +162,11 @@ def test_json_lines_of_requests_give_one_body_each(capsys, tmp_path) -> None:
     assert len(written) == 3 and sorted(map(json.dumps, map(load, written))) == sorted(
         map(json.dumps, bodies)
     )
-    taken = tmp_path / "taken.json"
-    taken.write_text("{}")
+    taken = tmp_path / "bodies.json"  # a file name, not a folder: said, nothing written
     rc = main(["compress", str(requests), "--limit", "100%", "--to", "openai", "-o", str(taken)])
     _out, err = capsys.readouterr()
     assert rc == 1 and err.count("\n") == 1 and "3 sessions need a folder" in err
+    assert not taken.exists()
 
 
 def test_cache_breakpoints_respect_the_requests_own() -> None:

@@ -127,7 +127,7 @@ def _run_compress(args: argparse.Namespace) -> int:
         args.to != "normalized"
         and out_path is not None
         and len(sessions) > 1
-        and out_path.is_file()
+        and (out_path.is_file() or out_path.suffix.lower() in (".json", ".jsonl"))
     ):
         return _fail(
             f"{out_path}: {len(sessions)} sessions need a folder (one request body each), "

@@ -496,7 +496,8 @@ def to_anthropic(
             }
             for n in used
         ]
-    _place_breakpoints(system, msgs, ttl_at, _existing_marks(request, system, msgs))
+    if ttl_at:
+        _place_breakpoints(system, msgs, ttl_at, _existing_marks(request, system, msgs))
     body_system = _anthropic_system(system, request)
     body_messages = [_anthropic_message(m) for m in msgs]
     body: dict[str, Any] = {}
