@@ -223,3 +223,13 @@ def test_parse_reads_every_format_in_memory(name) -> None:
         assert [(u.role, u.kind, u.text, u.call_id) for u in units] == [
             (u.role, u.kind, u.text, u.call_id) for u in from_file
         ]
+
+
+def test_json_lines_of_anthropic_messages_are_read_as_anthropic(tmp_path) -> None:
+    body = json.loads((B / "anthropic_request.json").read_text())
+    path = tmp_path / "messages.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in body["messages"]))
+    assert detect_format(path) == "anthropic_messages"
+    units, report = read(path)
+    assert report.problems == []
+    assert [u.kind for u in units] == [u.kind for u in parse(body) if u.role != "system"]

@@ -82,8 +82,11 @@ class AnthropicMessagesReader:
     def sniff(self, head: str) -> bool:
         if head.lstrip()[:1] not in ("{", "["):
             return False
-        for obj in head_objects(head, limit=3):  # a complete first record: look at it
-            return is_anthropic(obj)
+        records = list(head_objects(head, limit=3))  # complete first records: look at them
+        if records:
+            if all("role" in r for r in records):  # JSON Lines of messages
+                return is_anthropic({"messages": records})
+            return is_anthropic(records[0])
         return bool(_MESSAGES.search(head) and _ANTHROPIC.search(head))
 
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
