@@ -14,7 +14,8 @@ Units without their block (from agent transcripts, or rewritten by the compresso
 into blocks: consecutive same-role units share one message, a call's input becomes the tool's
 input, a transcript's thinking becomes `[thinking] ...` text. A provider's thinking block is
 never sent as text: a rewritten one is left out (the compressor keeps them whole or drops
-them). What the APIs require is repaired only where it is broken, so a valid request passes
+them; the thinking of the turn a request's final tool results answer is put back, as the API
+requires). What the APIs require is repaired only where it is broken, so a valid request passes
 as it is: a tool result sits first in the turn right after its call (a call without one gets
 a placeholder result; a result without its call becomes a note marked as a tool note, never
 user text), a server tool's use and result stay together in their turn (or both become
@@ -240,8 +241,9 @@ def _block(u: Unit, pos: int, fmt: str, scrub: bool, as_user_text: bool = False)
     text = scrub_volatile(u.text) if scrub else u.text
     if u.kind == "thinking":
         if native or (u.extra.get("format") in (ANTHROPIC, OPENAI)):
-            # a provider's (signed) thinking block, rewritten: never sent as text
-            log.warning("thinking unit %s was rewritten; left out (thinking is never text)", u.id)
+            # a provider's (signed) thinking block, rewritten or for the other provider:
+            # never sent as text
+            log.warning("thinking unit %s left out: a provider's thinking is never text", u.id)
             return None
         text = f"[thinking] {text}" if text.strip() else ""
     block_type = u.extra.get("block_type", "") if native else ""
@@ -498,7 +500,7 @@ def to_anthropic(
         ]
     if ttl_at:
         _place_breakpoints(system, msgs, ttl_at, _existing_marks(request, system, msgs))
-    body_system = _anthropic_system(system, request)
+    body_system = _anthropic_system(system)
     body_messages = [_anthropic_message(m) for m in msgs]
     body: dict[str, Any] = {}
     if request is not None:
@@ -566,7 +568,7 @@ def _empty(raw: Any) -> bool:
     return raw is None or (isinstance(raw, (list, str)) and not raw)
 
 
-def _anthropic_system(system: list[_Block], request: dict[str, Any] | None) -> Any:
+def _anthropic_system(system: list[_Block]) -> Any:
     if not system:
         return None
     if (
