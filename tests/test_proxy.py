@@ -197,6 +197,7 @@ def test_anthropic_over_budget_compressed_valid_and_prefix_stable(compressor, st
             assert req.body["messages"] == client_msgs
             continue
         assert rec["tokens_out"] < rec["tokens_in"]
+        assert req.body["messages"][0] == client_msgs[0]  # the task, kept: as it came
         # the tail (the last assistant turn on) goes as the client sent it, thinking included
         tail = client_msgs[rec["covered"] :]
         assert req.body["messages"][-len(tail) :] == tail
