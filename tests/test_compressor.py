@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from api_validate import validate_anthropic, validate_openai
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
-from render_checks import assert_valid_anthropic, assert_valid_openai
 
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.compressor import (
@@ -21,7 +21,6 @@ from winnow.serving.compressor import (
     orphan_call_ids,
     pair_links,
     resolve_limit,
-    unique_call_ids,
 )
 from winnow.serving.strategies import (
     call_placeholder,
@@ -77,7 +76,6 @@ def check_invariants(
         assert comp.config.on_must_keep_overflow == "error" or comp.config.pins
         assert e.needed > limit
         return None
-    units = unique_call_ids(units)[0]  # repeated call ids are renamed first: compare to that
     before = sent(units)
     # the limit counts what is sent: the units rendered, read back and counted
     assert result.tokens_before == before
@@ -92,9 +90,13 @@ def check_invariants(
         assert [u.to_dict() for u in result.units] == [u.to_dict() for u in units]
     # tool pairs: whole or gone, and the request the renderer makes is valid
     assert orphan_call_ids(result.units) <= orphan_call_ids(units)
-    if result.units:
-        assert_valid_anthropic(comp_render(result.units, "anthropic"))
-        assert_valid_openai(comp_render(result.units, "openai"))
+    # contract C3: a request the APIs accept stays one (the original's thinking too), as long
+    # as the output holds a message beside the system prompt
+    original = comp_render(units, "anthropic")
+    body = comp_render(result.units, "anthropic")
+    if body["messages"] and not validate_anthropic(original):
+        assert validate_anthropic(body, original) == []
+        assert validate_openai(comp_render(result.units, "openai")) == []
     # order kept
     position = {u.id: i for i, u in enumerate(units)}
     firsts = [position[u.extra.get("source_ids", [u.id])[0]] for u in result.units]
@@ -128,9 +130,12 @@ def check_invariants(
 
 
 def comp_render(units: list[Unit], target: str) -> dict:
-    from winnow.serving.tokens import render
+    """A complete request of the units, as `winnow compress --to TARGET` writes one."""
+    from winnow.serving.render import to_anthropic, to_openai
 
-    return render(units, target)
+    if target == "anthropic":
+        return to_anthropic(units, tools=True, model="claude-sonnet-4-6")
+    return to_openai(units, tools=True, model="gpt-4o")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -501,24 +506,27 @@ def test_last_turn_thinking_is_never_changed() -> None:
     assert "s:1" not in out or out["s:1"].text == units[1].text  # verbatim or dropped whole
 
 
-def test_repeated_call_ids_pair_in_order_and_render_unique() -> None:
+def test_repeated_call_ids_pair_in_order_and_render_valid() -> None:
     units = [
         unit(0, "requirement", "Run the tests twice.", "user"),
         unit(1, "status", '{"command":"pytest"}', "assistant", "tool_call", tool_name="Bash", call_id="x"),
-        unit(2, "tool_output", "first run: 3 passed", "tool", "tool_result", tool_name="Bash", call_id="x"),
+        unit(2, "tool_output", "first run: 3 passed\n" + "ok\n" * 200, "tool", "tool_result", tool_name="Bash", call_id="x"),
         unit(3, "status", '{"command":"pytest -x"}', "assistant", "tool_call", tool_name="Bash", call_id="x"),
-        unit(4, "tool_output", "second run: 3 passed", "tool", "tool_result", tool_name="Bash", call_id="x"),
+        unit(4, "tool_output", "second run: 3 passed\n" + "ok\n" * 200, "tool", "tool_result", tool_name="Bash", call_id="x"),
     ]  # fmt: skip
     assert pair_links(units) == {1: 2, 2: 1, 3: 4, 4: 3}
-    result = COMPRESSOR.compress(units, 10**6)
-    ids = [u.call_id for u in result.units if u.kind == "tool_call"]
-    assert len(set(ids)) == 2 and result.warnings
-    body = comp_render(result.units, "anthropic")
-    assert_valid_anthropic(body)
-    texts = [
-        b["content"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_result"
-    ]
-    assert texts == ["first run: 3 passed", "second run: 3 passed"]
+    for limit in (10**6, sent(units) // 2, 60):
+        result = COMPRESSOR.compress(units, limit)
+        body = comp_render(result.units, "anthropic")
+        assert (
+            validate_anthropic(body) == []
+            and validate_openai(comp_render(result.units, "openai")) == []
+        )
+        uses = [b["id"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"]
+        assert len(uses) == len(set(uses))  # rendered with unique ids
+        # each result stays with its own call: kept or dropped as a pair
+        kept = {u.id for u in result.units}
+        assert ("s:1" in kept) == ("s:2" in kept) and ("s:3" in kept) == ("s:4" in kept)
 
 
 # --- summaries ----------------------------------------------------------------------------

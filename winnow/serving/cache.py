@@ -34,7 +34,6 @@ from winnow.serving.compressor import (
     pair_links,
     resolve_limit,
     step_starts,
-    unique_call_ids,
 )
 from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens, to_anthropic, to_openai
 from winnow.serving.strategies import is_phase_boundary
@@ -102,13 +101,19 @@ class CacheAwareResult:
     def manifest(self) -> list[dict[str, Any]]:
         return self.prefix.manifest() + self.suffix.manifest()
 
-    def to_anthropic(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
-        """Anthropic Messages body with cache_control breakpoints (`tools`: see render.to_anthropic)."""
-        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub, tools=tools)
+    def to_anthropic(
+        self, tools: bool | Sequence[dict[str, Any]] = False, **kw: Any
+    ) -> dict[str, Any]:
+        """A complete Anthropic Messages request with cache_control breakpoints (`tools`, `kw`:
+        see render.to_anthropic); read from one, what winnow did not change is as it was."""
+        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub, tools=tools, **kw)
 
-    def to_openai(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
-        """OpenAI chat body; its automatic prefix cache benefits from the same stable prefix."""
-        return to_openai(self.units, scrub=self.scrub, tools=tools)
+    def to_openai(
+        self, tools: bool | Sequence[dict[str, Any]] = False, **kw: Any
+    ) -> dict[str, Any]:
+        """A complete OpenAI chat request; its automatic prefix cache benefits from the same
+        stable prefix."""
+        return to_openai(self.units, scrub=self.scrub, tools=tools, **kw)
 
 
 class CacheAwareCompressor:
@@ -142,9 +147,9 @@ class CacheAwareCompressor:
         self, units: Iterable[Unit | dict], token_limit: int | float | str
     ) -> CacheAwareResult:
         """The units compressed under `token_limit` (a count, or a share of their tokens)."""
-        units = unique_call_ids([as_unit(u) for u in units])[0]
+        units = [as_unit(u) for u in units]
         comp = self.compressor
-        costs = comp.sent_cost()
+        costs = comp.sent_cost("auto", units)
         total = costs.total(units)
         limit = resolve_limit(token_limit, total)
         assert limit is not None
@@ -208,7 +213,7 @@ class CacheAwareCompressor:
             scrub=self.config.scrub,
             token_limit=limit,
             sent_before=total,
-            sent_after=self.compressor.sent_cost().total(out),
+            sent_after=self.compressor.sent_cost("auto", units).total(out),
             ratio=ratio,
         )
 
@@ -262,7 +267,7 @@ class CacheAwareCompressor:
         and memoized under the chained hash of the units up to it and the ratio. Also returns
         how many output units the prefix holds before its newest block."""
         comp = self.compressor
-        costs = comp.sent_cost()
+        costs = comp.sent_cost("auto", units)
         parts: list[CompressionResult] = []
         h = hashlib.sha256(f"{ratio!r}:{costs.target}".encode())
         start = 0
@@ -286,8 +291,9 @@ class CacheAwareCompressor:
 
 
 def _key(u: Unit) -> dict[str, Any]:
-    """What of a unit its compression depends on (not its raw provider block)."""
-    return {k: v for k, v in u.to_dict().items() if k != "raw"}
+    """What of a unit its compression depends on: not its raw provider block, nor the
+    request's own fields (shared by every unit, rendered from the latest)."""
+    return {k: v for k, v in u.to_dict().items() if k not in ("raw", "request")}
 
 
 def _joined(parts: list[CompressionResult], costs: SentCost) -> CompressionResult:

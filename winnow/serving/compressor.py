@@ -116,8 +116,9 @@ class CompressorConfig:
     # Units kept verbatim whatever their category: a unit id, "role:user", or "re:PATTERN"
     # (a regular expression searched in the unit's text).
     pins: tuple[str, ...] = ()
-    # The format the limit counts in: "anthropic", "openai", or None (the units' own tokens).
-    target: str | None = "anthropic"
+    # The format the limit counts in: "anthropic", "openai", None (the units' own tokens), or
+    # "auto": the provider's whose request body the units were read from, else "anthropic".
+    target: str | None = "auto"
     summary_ratio: float = 0.25  # the summary `compress(units, None)` writes: this share...
     min_summary_tokens: int = 48  # ...but at least this many tokens (the shortest offered)...
     max_summary_tokens: int = 400  # ...and at most this many
@@ -153,8 +154,10 @@ class CompressorConfig:
             raise ValueError(f"summary_step must be > 1, not {self.summary_step!r}")
         if self.on_must_keep_overflow not in OVERFLOW_POLICIES:
             raise ValueError(f"on_must_keep_overflow must be one of {OVERFLOW_POLICIES}")
-        if self.target is not None and self.target not in TARGETS:
-            raise ValueError(f"target must be one of {TARGETS} or None, not {self.target!r}")
+        if self.target is not None and self.target not in (*TARGETS, "auto"):
+            raise ValueError(
+                f"target must be one of {TARGETS}, 'auto' or None, not {self.target!r}"
+            )
         self.pins = tuple(self.pins)
         pin_matcher(self.pins)  # a bad pin fails here, naming it
 
@@ -216,6 +219,19 @@ class CompressionResult:
     def manifest(self) -> list[dict[str, Any]]:
         """Per input unit: id, category, scores, action, tokens before and after, output id."""
         return [r.to_dict() for r in self.records]
+
+    def to_anthropic(self, **kw: Any) -> dict[str, Any]:
+        """The compressed units as a complete Anthropic Messages request: read from one, every
+        field and block winnow did not change is as it was (`render.to_anthropic` takes `kw`)."""
+        from winnow.serving.render import to_anthropic
+
+        return to_anthropic(self.units, **kw)
+
+    def to_openai(self, **kw: Any) -> dict[str, Any]:
+        """The compressed units as a complete OpenAI chat request (see `to_anthropic`)."""
+        from winnow.serving.render import to_openai
+
+        return to_openai(self.units, **kw)
 
 
 def resolve_limit(limit: int | float | str | None, total: int) -> int | None:
@@ -333,9 +349,12 @@ class SemanticCompressor:
                 out[i] = (p.category, p.scores)
         return [(c, dict(sc) if sc else {c: 1.0}) for c, sc in out]
 
-    def sent_cost(self, target: str | None = None) -> SentCost:
-        """The per-unit cost model for `target` (default: the config's), cached."""
-        target = self.config.target if target is None else target
+    def sent_cost(self, target: str | None = "auto", units: Sequence[Unit] = ()) -> SentCost:
+        """The cost model for `target` ("auto": the config's, resolved for `units`), cached."""
+        if target == "auto":
+            target = self.config.target
+        if target == "auto":
+            target = provider_of(units)
         if target not in self._costs:
             self._costs[target] = SentCost(self.counter, target)
         return self._costs[target]
@@ -353,15 +372,25 @@ class SemanticCompressor:
         Under the limit nothing changes. With no limit, or `eager`, every unit gets its
         category's strategy in full first (then whatever the limit still needs)."""
         units = [as_unit(u) for u in units]
-        units, warnings = unique_call_ids(units)
-        costs = self.sent_cost()
+        costs = self.sent_cost("auto", units)
         before = costs.total(units)
         limit = resolve_limit(token_limit, before)
         plan = Plan(units, self._labels(units), self.config, costs, self.summarizer)
-        plan.warnings = warnings
         if limit is not None and before <= limit and not eager:
             return plan.result(limit, before, unchanged=True)
         return plan.run(limit, before, eager or limit is None)
+
+
+PROVIDERS = {"anthropic_messages": "anthropic", "openai_chat": "openai"}
+
+
+def provider_of(units: Sequence[Unit]) -> str:
+    """The provider whose request body the units were read from (their blocks say), else
+    "anthropic"."""
+    for u in units:
+        if "raw" in u.extra and u.extra.get("format") in PROVIDERS:
+            return PROVIDERS[u.extra["format"]]
+    return "anthropic"
 
 
 def _is_must_keep(category: str, scores: dict[str, float], config: CompressorConfig) -> bool:
@@ -411,7 +440,8 @@ class SentCost:
         if self.target is None:
             return n
         call = u.kind == "tool_call" and u.role == "assistant"
-        if not u.text.strip() or (call and not _canonical_json(u.text)):
+        media = u.extra.get("media_tokens")
+        if not u.text.strip() or media or (call and not _canonical_json(u.text)):
             return self._render_alone(u, paired, leading)
         key = (u.role, u.kind, u.tool_name, bool(u.is_error), paired, leading)
         delta = self._shape.get(key)
@@ -426,19 +456,26 @@ class SentCost:
         return n + delta
 
     def _render_alone(self, u: Unit, paired: bool, leading: bool) -> int:
-        key = (u.role, u.kind, u.tool_name, bool(u.is_error), paired, leading, u.text)
+        raw = u.extra.get("raw")
+        shape = (u.extra.get("media_tokens"), raw.get("type") if isinstance(raw, dict) else None)
+        key = (u.role, u.kind, u.tool_name, bool(u.is_error), paired, leading, shape, u.text)
         n = self._alone.get(key)
         if n is not None:
             return n
-        u = dataclasses.replace(u, extra={}, call_id=u.call_id or "c")
+        # the unit as it renders (its own block, when it has one), outside its request
+        extra = {k: v for k, v in u.extra.items() if k != "request"}
+        u = dataclasses.replace(u, extra=extra, call_id=u.call_id or "c")
         ctx: list[Unit] = []
         if not (u.role == "system" and leading):
             ctx.append(Unit("a", "a", 0, "user", "text", _ANCHOR))
+        stub = {"extra": {}, "is_error": None}
         if paired and u.kind == "tool_result":
-            ctx.append(dataclasses.replace(u, role="assistant", kind="tool_call", text=_STUB))
+            ctx.append(
+                dataclasses.replace(u, role="assistant", kind="tool_call", text=_STUB, **stub)
+            )
         ctx.append(u)
         if paired and u.kind == "tool_call":
-            ctx.append(dataclasses.replace(u, role="tool", kind="tool_result", text=_STUB))
+            ctx.append(dataclasses.replace(u, role="tool", kind="tool_result", text=_STUB, **stub))
         assert self.target is not None
         back = read_back(render(ctx, self.target), self.target)
         n = sum(
@@ -560,9 +597,7 @@ class Plan:
         units = self.units
         pinned = pin_matcher(c.pins)
         boosts = self._boosts(labels)
-        last_user = max(
-            (i for i, u in enumerate(units) if u.role == "user" and u.kind == "text"), default=-1
-        )
+        last_turn = final_turn(units)
         leading = 0
         while leading < len(units) and units[leading].role == "system":
             leading += 1
@@ -582,7 +617,7 @@ class Plan:
                 density=density,
                 must_keep=_is_must_keep(cat, scores, c) or pinned(u),
                 pinned=pinned(u),
-                forced=u.kind == "thinking" and i > last_user,
+                forced=u.kind == "thinking" and i in last_turn,
                 paired=paired,
                 leading=i < leading,
             )
@@ -748,6 +783,11 @@ class Plan:
             choice = self._last_resort(choice, limit)
             out = self._output(choice)
             total = self.costs.total(out)
+        if limit is not None and self.units and not any(u.role != "system" for u in out):
+            # an empty request is no request: say what could not be kept
+            forced = sum(info.tokens for info in self.info if info.forced and signed(info.unit))
+            if forced:
+                raise MustKeepOverflow(forced, limit, "the last turn's signed thinking blocks")
         self.choice = choice
         return self.result(limit, before, tokens_after=total)
 
@@ -918,6 +958,10 @@ class Plan:
         # lengths, then each as a note, then each dropped; as many steps as the limit needs.
         passes = ("dropped",) if policy == "truncate_oldest" else ("summarized", "noted", "dropped")
         for action in passes:
+            if action == "dropped" and self._drop_final_turn():
+                need = sum(self._item_floor(item) for item in self.items)
+                if need + self._floor_opening() <= limit:
+                    return
             for i in order:
                 for form in self._overflow_steps(self.info[i], action):
                     fixed = self.info[i].fixed
@@ -925,7 +969,29 @@ class Plan:
                         continue
                     if change(i, form):
                         return
-        raise MustKeepOverflow(need, limit, "the pinned units and the last turn's signed thinking")
+        if self._drop_final_turn():
+            need = sum(self._item_floor(item) for item in self.items)
+            if need + self._floor_opening() <= limit:
+                return
+        pinned = any(info.pinned for info in self.info)
+        what = "the pinned units" if pinned else "the last turn's signed thinking blocks"
+        raise MustKeepOverflow(need + self._floor_opening(), limit, what)
+
+    def _drop_final_turn(self) -> bool:
+        """A tool loop's signed thinking goes back unchanged or not at all, and its tool calls
+        carry it (the renderer puts it back beside them): for an overflow, the loop's last
+        step goes whole, before any must-keep unit is dropped. False when there is none."""
+        turn = final_turn(self.units)
+        if not any(self.info[i].forced and signed(self.info[i].unit) for i in turn):
+            return False
+        if all(
+            self.info[i].fixed is not None and self.info[i].fixed.action == "dropped" for i in turn
+        ):
+            return False
+        why = "must-keep overflow: the last step dropped whole (its signed thinking does not fit)"
+        for i in turn:
+            self.info[i].fixed = Form("dropped", 0, 0.0, None, reason=why)
+        return True
 
     def _item_floor(self, item: list[int]) -> int:
         """The least an item costs with its must-keep units as they are fixed (without the
@@ -1234,40 +1300,20 @@ def _adjacent_pairs(units: Sequence[Unit], links: dict[int, int]) -> set[int]:
     return out
 
 
-def unique_call_ids(units: list[Unit]) -> tuple[list[Unit], list[str]]:
-    """The units with each repeated call id made unique (the APIs reject two tool calls with
-    one id): the k-th call with id X and the k-th result with id X become X_k. The renamed
-    units lose their raw block (it holds the old id). Returns the units and one line per
-    rename."""
-    count: Counter = Counter((u.kind, u.call_id) for u in units if u.call_id)
-    if all(n == 1 for n in count.values()):
-        return units, []
-    taken = {u.call_id for u in units if u.call_id}
-    seen: Counter = Counter()
-    new_id: dict[tuple[str, int], str] = {}
-    out = []
-    warnings = []
-    for u in units:
-        if not u.call_id or u.kind not in ("tool_call", "tool_result"):
-            out.append(u)
-            continue
-        seen[u.kind, u.call_id] += 1
-        k = seen[u.kind, u.call_id]
-        if k == 1:
-            out.append(u)
-            continue
-        key = (u.call_id, k)
-        if key not in new_id:
-            n = k
-            while f"{u.call_id}_{n}" in taken:
-                n += 1
-            new_id[key] = f"{u.call_id}_{n}"
-            taken.add(new_id[key])
-            warnings.append(f"{u.id}: repeated call id {u.call_id!r} renamed {new_id[key]!r}")
-        extra = {k2: v for k2, v in u.extra.items() if k2 != "raw"}
-        extra["call_id_was"] = u.call_id
-        out.append(dataclasses.replace(u, call_id=new_id[key], extra=extra))
-    return out, warnings
+def final_turn(units: Sequence[Unit]) -> range:
+    """The agent's final message and the tool results that answer it, when the conversation
+    ends with them (a tool loop in progress): the API wants that message's thinking blocks
+    back unchanged, and the renderer puts them back beside its tool calls."""
+    end = len(units)
+    k = end
+    while k and units[k - 1].kind == "tool_result":
+        k -= 1
+    if k == end:
+        return range(0)  # it ends with the user's words or the agent's answer
+    start = k
+    while start and units[start - 1].role == "assistant":
+        start -= 1
+    return range(start, end)
 
 
 def step_starts(units: Sequence[Unit]) -> list[int]:
@@ -1300,5 +1346,4 @@ __all__ = [
     "orphan_call_ids",
     "pair_links",
     "resolve_limit",
-    "unique_call_ids",
 ]

@@ -79,10 +79,15 @@ def default_token_counter() -> TokenCounter:
 
 
 def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
-    """What one unit costs in a prompt: its text, its tool name and the per-message overhead."""
+    """What one unit costs in a prompt: its text, its tool name, the per-message overhead and
+    the documented cost of what it carries that is not text (`extra["media_tokens"]`: an
+    image, a document, audio; see `winnow.data.readers.media`)."""
     n = counter.count(unit.text) + MESSAGE_OVERHEAD
     if unit.tool_name and unit.kind in ("tool_call", "tool_result"):
         n += counter.count(unit.tool_name)
+    media = unit.extra.get("media_tokens")
+    if isinstance(media, int) and not isinstance(media, bool) and media > 0:
+        n += 0 if unit.extra.get("strategy") else media  # rewritten: the block is not sent
     return n
 
 
@@ -115,16 +120,10 @@ def render(units: Sequence[Unit], target: str) -> dict[str, Any]:
 
 
 def read_back(body: dict[str, Any], target: str) -> list[Unit]:
-    """The units a reader makes of a rendered request body."""
-    from winnow.runtime.transcript import to_units
+    """The units the readers make of a rendered request body."""
+    from winnow.data.readers import parse
 
-    units: list[Unit] = []
-    system = body.get("system")
-    if isinstance(system, str):
-        system = [{"type": "text", "text": system}]
-    for block in system or ():
-        units.append(Unit("system", "system", len(units), "system", "text", block.get("text", "")))
-    return units + to_units(target, body.get("messages", []))
+    return list(parse(body, "anthropic_messages" if target == "anthropic" else "openai_chat"))
 
 
 __all__ = [
