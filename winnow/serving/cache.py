@@ -147,8 +147,8 @@ class CacheAwareCompressor:
         self, units: Iterable[Unit | dict], token_limit: int | float | str
     ) -> CacheAwareResult:
         """The units compressed under `token_limit` (a count, or a share of their tokens)."""
-        units = [as_unit(u) for u in units]
         comp = self.compressor
+        units = comp.label([as_unit(u) for u in units])  # once: the blocks are compressed apart
         costs = comp.sent_cost("auto", units)
         total = costs.total(units)
         limit = resolve_limit(token_limit, total)
@@ -163,28 +163,37 @@ class CacheAwareCompressor:
         # The suffix keeps all it has up to its share; the prefix gets the rest, as a rung of
         # the ladder: the one this conversation used last while it still leaves the suffix
         # its room (so that its bytes hold), else the one that fills the limit now.
+        # A block keeps its must-keep units (its floor) and a share of the rest: the same
+        # share in every block, so that must-keep units spread unevenly never overflow a
+        # block while the prefix as a whole has room for them.
+        must = comp.must_keep(units)
+        floor = [costs.cost(u) if m else 0 for u, m in zip(units, must, strict=True)]
         suffix_raw = costs.total(units[cut:])
         suffix_room = min(suffix_raw, int(limit * (1 - self.config.prefix_share)))
+        suffix_room = max(suffix_room, min(suffix_raw, sum(floor[cut:])))
         budget = limit - suffix_room
-        prefix_raw = costs.total(units[:cut])
-        ratio = self._rung(budget / prefix_raw if prefix_raw else 1.0)
-        conversation = self._conversation_key(units, ends)
-        last = self._rungs.get(conversation)
-        prefix, previous = self._prefix(units, ends, ratio if last is None else last)
-        if last is not None and (
-            prefix.tokens_after > limit - min(suffix_raw, int(limit * (1 - MAX_PREFIX_SHARE)))
-            or prefix.tokens_after < 0.5 * budget
-        ):
-            prefix, previous = self._prefix(units, ends, ratio)  # the old rung no longer fits
-            last = None
-        used = self._rungs[conversation] = ratio if last is None else last
-        self._rungs.move_to_end(conversation)
-        while len(self._rungs) > self.config.memo_size:
-            self._rungs.popitem(last=False)
-        if prefix.tokens_after > budget and last is None:  # must-keep units a block kept
-            prefix = comp.compress(units[:cut], budget)
-            previous = 0
-            used = None
+        prefix_raw, prefix_floor = costs.total(units[:cut]), sum(floor[:cut])
+        used: float | None = None
+        if prefix_floor >= budget:  # the must-keep units alone overflow: one compression
+            prefix, previous = comp.compress(units[:cut], max(1, budget)), 0
+        else:
+            rest = (budget - prefix_floor) / max(1, prefix_raw - prefix_floor)
+            ratio = self._rung(rest)
+            conversation = self._conversation_key(units, ends)
+            last = self._rungs.get(conversation)
+            prefix, previous = self._prefix(units, ends, ratio if last is None else last, floor)
+            if last is not None and (
+                prefix.tokens_after > limit - min(suffix_raw, int(limit * (1 - MAX_PREFIX_SHARE)))
+                or prefix.tokens_after < 0.5 * budget
+            ):  # the rung used last no longer fits
+                prefix, previous = self._prefix(units, ends, ratio, floor)
+                last = None
+            used = self._rungs[conversation] = ratio if last is None else last
+            self._rungs.move_to_end(conversation)
+            while len(self._rungs) > self.config.memo_size:
+                self._rungs.popitem(last=False)
+            if prefix.tokens_after > budget and last is None:  # what the blocks' pairs add
+                prefix, previous, used = comp.compress(units[:cut], budget), 0, None
         suffix = comp.compress(units[cut:], max(1, limit - prefix.tokens_after))
         over = costs.total(prefix.units + suffix.units) - limit
         if over > 0:  # what the renderer adds where the two meet
@@ -261,11 +270,12 @@ class CacheAwareCompressor:
         return sorted(points.items())[:MAX_BREAKPOINTS]
 
     def _prefix(
-        self, units: list[Unit], ends: list[int], ratio: float
+        self, units: list[Unit], ends: list[int], ratio: float, floor: list[int]
     ) -> tuple[CompressionResult, int]:
-        """The prefix, block by block, each compressed on its own to `ratio` of its tokens
-        and memoized under the chained hash of the units up to it and the ratio. Also returns
-        how many output units the prefix holds before its newest block."""
+        """The prefix, block by block, each compressed on its own to its must-keep units'
+        tokens (`floor`) and `ratio` of the rest, memoized under the chained hash of the units
+        up to it and the ratio. Also returns how many output units the prefix holds before
+        its newest block."""
         comp = self.compressor
         costs = comp.sent_cost("auto", units)
         parts: list[CompressionResult] = []
@@ -277,8 +287,9 @@ class CacheAwareCompressor:
             key = h.hexdigest()
             block = self._memo.get(key)
             if block is None:
-                raw = costs.total(units[start:end])
-                block = comp.compress(units[start:end], max(1, math.floor(raw * ratio)))
+                raw, keep = costs.total(units[start:end]), sum(floor[start:end])
+                room = keep + math.floor(max(0, raw - keep) * ratio)
+                block = comp.compress(units[start:end], max(1, room))
                 self._memo[key] = block
                 while len(self._memo) > self.config.memo_size:
                     self._memo.popitem(last=False)

@@ -339,6 +339,17 @@ class SemanticCompressor:
             for u, (c, sc) in zip(units, self._labels(units), strict=True)
         ]
 
+    def label(self, units: Sequence[Unit]) -> list[Unit]:
+        """The units with their category and scores in `extra` (the classifier's where they
+        had none): label once, compress in parts."""
+        out = []
+        for u, (c, sc) in zip(units, self._labels(units), strict=True):
+            if u.extra.get("category") == c and u.extra.get("scores") == sc:
+                out.append(u)
+            else:
+                out.append(dataclasses.replace(u, extra={**u.extra, "category": c, "scores": sc}))
+        return out
+
     def _labels(self, units: Sequence[Unit]) -> list[tuple[str, dict[str, float]]]:
         """(category, scores) per unit: the unit's own, else the classifier's."""
         out: list[Any] = [(u.extra.get("category"), u.extra.get("scores")) for u in units]
