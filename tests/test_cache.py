@@ -290,7 +290,9 @@ def test_the_output_uses_the_limit_and_accounts_for_every_unit() -> None:
         limit = out.token_limit
         assert limit == int(sent_tokens(full, "anthropic") * share)
         assert 0.9 * limit <= out.tokens_after == sent_tokens(out.units, "anthropic") <= limit
-        assert out.ratio is not None and out.prefix.tokens_after < out.prefix.tokens_before
+        assert out.prefix.tokens_after < out.prefix.tokens_before
+        if share >= 0.3:  # room for the must-keep units: blocks on a rung of the ladder
+            assert out.ratio is not None
         assert [r.id for r in out.records] == [u.id for u in full]
         ids = {u.id for u in out.units}
         for r in out.records:

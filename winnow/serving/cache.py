@@ -148,7 +148,7 @@ class CacheAwareCompressor:
     ) -> CacheAwareResult:
         """The units compressed under `token_limit` (a count, or a share of their tokens)."""
         comp = self.compressor
-        units = comp.label([as_unit(u) for u in units])  # once: the blocks are compressed apart
+        units = [as_unit(u) for u in units]
         costs = comp.sent_cost("auto", units)
         total = costs.total(units)
         limit = resolve_limit(token_limit, total)
@@ -163,6 +163,7 @@ class CacheAwareCompressor:
         # The suffix keeps all it has up to its share; the prefix gets the rest, as a rung of
         # the ladder: the one this conversation used last while it still leaves the suffix
         # its room (so that its bytes hold), else the one that fills the limit now.
+        units = comp.label(units)  # once: the blocks are compressed apart
         # A block keeps its must-keep units (its floor) and a share of the rest: the same
         # share in every block, so that must-keep units spread unevenly never overflow a
         # block while the prefix as a whole has room for them.
