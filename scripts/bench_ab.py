@@ -1,67 +1,146 @@
-"""A/B benchmark: winnow's SemanticCompressor against oldest-first truncation and observation masking.
+"""A/B benchmark: winnow's compressor against the compressor it replaced, oldest-first
+truncation and observation masking, in one run on the same units and the same limits.
 
-    python scripts/bench_ab.py                       # ../shared/traces, budgets 50% and 30%
-    python scripts/bench_ab.py --sessions 20 --png /tmp/curve.png
+    python scripts/bench_ab.py --baseline-src /tmp/ab-base     # git worktree add /tmp/ab-base 64fead8
+    python scripts/bench_ab.py --sessions 20 --budgets 0.3      # a quick look
 
-For each session (at least --min-tokens long) and each budget (a share of the session's own
-tokens), every method must fit the budget:
-- winnow: SemanticCompressor, categories from the shipped classifier (the heuristic labeller
-  when no model is installed); never from the gold labels.
-- truncation: keep the newest units that fit, dropping from the start; a result whose call
-  was dropped is dropped too.
-- masking: tool results older than the last 10 replaced by a placeholder, then truncation if
-  that is not enough.
-Figures: tokens kept, the share of must-keep units kept verbatim (gold from data/labels/*.jsonl
-when present, else the heuristic labeller's must-keep: said in the output), the share of
-sessions whose tool pairs are all valid, and the reduction-vs-retention curve as a PNG.
+For each session of ../shared/traces (at least --min-tokens long) and each budget (a share of
+the session's tokens as sent: rendered as an Anthropic request, read back and counted), every
+method gets the same integer limit:
+- winnow: SemanticCompressor, default configuration (graceful must-keep overflow).
+- current: the compressor of --baseline-src (a checkout of the commit before the allocator),
+  run in a subprocess on the very units this process read, with `summarize_largest` for its
+  figures (its default, `error`, fails: those failures are counted apart).
+- truncation / masking: winnow.serving.baselines.
+Categories and scores come from the shipped classifier, the same for every method; never
+from the gold labels. Figures, per method and budget:
+- must-keep verbatim: hand-labelled must-keep units (data/labels) whose text the output holds
+  unchanged, over all sessions and over the shipped model's test-split sessions (unseen);
+- error lines kept: hand-labelled error units whose error lines (strategies.error_lines; the
+  first line when none) all survive in what the unit became;
+- needed kept: a label-free check: a tool result is "needed" when a distinctive token it first
+  introduced (a path, an identifier, a number) appears again later in the session; the share
+  of needed results one of whose such tokens survives in what the result became;
+- used: output tokens as sent over the limit, summed (and the lowest session); over: outputs
+  past the limit as sent; invalid: outputs tests/api_validate rejects; fail: runs that raise;
+- wasted: summary calls of a stand-in LLM summarizer (counted, deterministic) whose text is in
+  no output unit (one more run of winnow and of the current compressor with it).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
+import pickle
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from winnow.data.readers import read_paths  # noqa: E402
-from winnow.data.schema import MUST_KEEP, Unit  # noqa: E402
-from winnow.serving.baselines import mask_observations as mask  # noqa: E402
-from winnow.serving.baselines import truncate_oldest as truncate  # noqa: E402
-from winnow.serving.compressor import (  # noqa: E402
-    CompressorConfig,
-    SemanticCompressor,
-    orphan_call_ids,
-)
-from winnow.serving.tokens import default_token_counter, unit_tokens  # noqa: E402
-
-CURVE = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
+BUDGETS = (0.1, 0.2, 0.3, 0.5)
 
 
-# --- data -----------------------------------------------------------------------------------
+def _use_source(src: str) -> None:
+    """Import winnow from `src` (the baseline checkout), not from the installed editable one."""
+    sys.meta_path[:] = [
+        f for f in sys.meta_path if "Editable" not in getattr(f, "__name__", type(f).__name__)
+    ]
+    sys.path.insert(0, src)
 
 
-def load_sessions(traces: Path) -> list[list[Unit]]:
-    sessions: dict[tuple[str, str], list[Unit]] = defaultdict(list)
+# --- a summarizer that stands for an LLM --------------------------------------------------------
+
+
+class StandInLLM:
+    """Counts its calls and answers with the extractive summary: deterministic, free, and not
+    an ExtractiveSummarizer, so a compressor treats it as a model it pays for."""
+
+    def __init__(self, counter):
+        from winnow.serving.summarizers import ExtractiveSummarizer
+
+        self.inner = ExtractiveSummarizer(counter)
+        self.made: list[str] = []
+        self._lock = threading.Lock()
+
+    def summarize(self, texts, max_tokens):
+        out = self.inner.summarize(texts, max_tokens)
+        with self._lock:
+            self.made.append(out)
+        return out
+
+
+def wasted(made: list[str], units) -> int:
+    """Summaries written whose text is in no output unit."""
+    texts = [u.text for u in units]
+    return sum(1 for m in made if m and not any(m in t for t in texts))
+
+
+# --- the baseline worker (runs with --baseline-src on sys.path) -------------------------------
+
+
+def worker(src: str, path_in: str, path_out: str) -> None:
+    _use_source(src)
+    from winnow.serving.compressor import CompressorConfig, MustKeepOverflow, SemanticCompressor
+    from winnow.serving.tokens import default_token_counter
+
+    counter = default_token_counter()
+    with open(path_in, "rb") as fh:
+        jobs = pickle.load(fh)  # [(key, [unit dicts], {budget: limit})]
+    out = {}
+    for key, records, limits in jobs:
+        from winnow.data.schema import Unit
+
+        units = [Unit.from_dict(r) for r in records]
+        for b, limit in limits.items():
+            row = {}
+            strict = SemanticCompressor(classifier=object(), token_counter=counter)
+            try:
+                strict.compress(units, limit)
+                row["strict_fail"] = False
+            except MustKeepOverflow:
+                row["strict_fail"] = True
+            comp = SemanticCompressor(
+                classifier=object(),
+                token_counter=counter,
+                config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
+            )
+            try:
+                row["units"] = [u.to_dict() for u in comp.compress(units, limit).units]
+            except Exception as e:  # noqa: BLE001 - counted as a failed run
+                row["error"] = f"{type(e).__name__}: {e}"
+            llm = StandInLLM(counter)
+            comp = SemanticCompressor(
+                classifier=object(),
+                summarizer=llm,
+                token_counter=counter,
+                config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
+            )
+            try:
+                res = comp.compress(units, limit).units
+                row["calls"], row["wasted"] = len(llm.made), wasted(llm.made, res)
+            except Exception:  # noqa: BLE001
+                row["calls"] = row["wasted"] = None
+            out[key, b] = row
+    with open(path_out, "wb") as fh:
+        pickle.dump(out, fh)
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def load_sessions(traces: Path):
+    from winnow.data.readers import read_paths
+
+    sessions: dict[tuple[str, str], list] = defaultdict(list)
     for u in read_paths([traces]):
         sessions[(u.extra.get("source", ""), u.session_id)].append(u)
-    return [s for _k, s in sorted(sessions.items())]
-
-
-def held_out(sessions: list[list[Unit]], gold: dict[str, str]) -> set[str]:
-    """The session ids of the shipped model's test split, recomputed as training splits them."""
-    from winnow.data.dataset import assign_splits
-
-    keys = {
-        s[0].session_id: (any(u.id in gold for u in s), s[0].extra.get("format", ""))
-        for s in sessions
-    }
-    return {sid for sid, split in assign_splits(keys).items() if split == "test"}
+    return [(k, s) for k, s in sorted(sessions.items())]
 
 
 def load_gold(labels_dir: Path) -> dict[str, str]:
@@ -74,287 +153,299 @@ def load_gold(labels_dir: Path) -> dict[str, str]:
     return gold
 
 
-def categorize(sessions: list[list[Unit]], model: Path | None = None) -> str:
-    """Put the compressor's category on every unit: the classifier (default: the shipped one),
-    else the labeller."""
-    try:
-        from winnow.serving.classifier import ImportanceClassifier
+def held_out(sessions, gold: dict[str, str]) -> set[str]:
+    """The session ids of the shipped model's test split, recomputed as training splits them."""
+    from winnow.data.dataset import assign_splits
 
-        clf = ImportanceClassifier.load(model)
-        name = f"shipped classifier ({type(clf).__name__})"
-        predict = clf.predict
-    except Exception as e:  # noqa: BLE001 - no model installed: say so and fall back
-        from winnow.data.labeling import Labeler
-
-        name = f"heuristic labeller (no shipped classifier: {str(e).splitlines()[0][:200]})"
-        predict = Labeler().label
-    for s in sessions:
-        for u, p in zip(s, predict(s), strict=True):
-            u.extra["category"] = p if isinstance(p, str) else p.category
-            if getattr(p, "scores", None):  # as `winnow classify` writes them
-                u.extra["scores"] = p.scores
-    return name
-
-
-def heuristic_must_keep(sessions: list[list[Unit]]) -> dict[str, str]:
-    from winnow.data.labeling import Labeler
-
-    labeler = Labeler()
-    return {
-        u.id: lab.category for s in sessions for u, lab in zip(s, labeler.label(s), strict=True)
+    keys = {
+        s[0].session_id: (any(u.id in gold for u in s), s[0].extra.get("format", ""))
+        for _k, s in sessions
     }
+    return {sid for sid, split in assign_splits(keys).items() if split == "test"}
 
 
-# --- measurement ----------------------------------------------------------------------------
+def categorize(sessions, model: Path | None) -> str:
+    """Each unit's category and scores from the shipped classifier, as `winnow classify` writes."""
+    from winnow.serving.categorizer import categorizer_name, load_categorizer
+
+    clf = load_categorizer(model)
+    for _k, s in sessions:
+        for u, p in zip(s, clf.predict(s), strict=True):
+            u.extra["category"] = p.category
+            u.extra["scores"] = {c: float(x) for c, x in p.scores.items()}
+    return categorizer_name(clf)
 
 
-@dataclasses.dataclass
+# --- measures -----------------------------------------------------------------------------------
+
+
+def _becomes(units) -> dict[str, list[str]]:
+    """Input unit id -> the texts of the output units it became (itself, or a merge)."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for u in units:
+        for sid in u.extra.get("source_ids") or [u.id]:
+            out[sid].append(u.text)
+    return out
+
+
+def error_lines(text: str) -> list[str]:
+    from winnow.serving.strategies import ERROR_LINE_CHARS
+    from winnow.serving.strategies import error_lines as positions
+
+    lines = text.split("\n")
+    found = [lines[i][:ERROR_LINE_CHARS].strip() for i in positions(text)]
+    return found or [next((ln.strip()[:ERROR_LINE_CHARS] for ln in lines if ln.strip()), "")]
+
+
+_TOKEN = None
+
+
+def needed_tokens(units) -> dict[str, set[str]]:
+    """Tool result id -> the distinctive tokens it first introduced that come back later."""
+    import re
+
+    global _TOKEN
+    _TOKEN = _TOKEN or re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]{2,}")
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, u in enumerate(units):
+        for t in set(_TOKEN.findall(u.text)):
+            t = t.rstrip(".-/")
+            if not _distinctive(t):
+                continue
+            first.setdefault(t, i)
+            last[t] = i
+    out: dict[str, set[str]] = defaultdict(set)
+    for t, i in first.items():
+        if last[t] > i and units[i].kind == "tool_result":
+            out[units[i].id].add(t)
+    return out
+
+
+def _distinctive(t: str) -> bool:
+    if len(t) < 4:
+        return False
+    if "/" in t or ("." in t and any(c.isalpha() for c in t.rsplit(".", 1)[-1])):
+        return True  # a path or a dotted name
+    if t.isdigit():
+        return len(t) >= 3
+    return "_" in t or any(a.islower() and b.isupper() for a, b in zip(t, t[1:], strict=False))
+
+
+@dataclass
 class Score:
-    before: int = 0
-    after: int = 0
-    must_total: int = 0
-    must_kept: int = 0
-    feasible_total: int = 0  # must-keep units of sessions whose gold must-keep fits the budget
-    feasible_kept: int = 0
-    sessions: int = 0
-    pairs_ok: int = 0
-    fits: int = 0
-    overflow: int = 0
+    must: list[int] = field(default_factory=lambda: [0, 0])  # kept, total
+    must_held: list[int] = field(default_factory=lambda: [0, 0])
+    errors: list[int] = field(default_factory=lambda: [0, 0])
+    needed: list[int] = field(default_factory=lambda: [0, 0])
+    used: list[int] = field(default_factory=lambda: [0, 0])  # tokens, limits
+    lowest: float = 1.0
+    runs: int = 0
+    over: int = 0
+    invalid: int = 0
+    fail: int = 0
+    strict_fail: int = 0
+    calls: int = 0
+    wasted: int = 0
 
-    def add(
-        self, units: list[Unit], out: list[Unit], limit: int, gold: dict[str, str], counter
-    ) -> None:
-        self.sessions += 1
-        self.before += sum(unit_tokens(u, counter) for u in units)
-        after = sum(unit_tokens(u, counter) for u in out)
-        self.after += after
-        self.fits += after <= limit
-        self.pairs_ok += orphan_call_ids(out) <= orphan_call_ids(units)
+    def add(self, units, out, limit, sent, gold, held, needed, valid) -> None:
+        self.runs += 1
+        if out is None:
+            self.fail += 1
+            return
+        became = _becomes(out)
         by_id = {u.id: u.text for u in out}
-        must = [u for u in units if gold.get(u.id) in MUST_KEEP]
-        kept = sum(by_id.get(u.id) == u.text for u in must)
-        self.must_total += len(must)
-        self.must_kept += kept
-        if sum(unit_tokens(u, counter) for u in must) <= limit:
-            self.feasible_total += len(must)
-            self.feasible_kept += kept
-
-    @property
-    def kept_share(self) -> float:
-        return self.after / self.before if self.before else 0.0
-
-    @property
-    def must_share(self) -> float:
-        return self.must_kept / self.must_total if self.must_total else float("nan")
-
-    @property
-    def feasible_share(self) -> float:
-        return self.feasible_kept / self.feasible_total if self.feasible_total else float("nan")
-
-
-def run(sessions, budgets, gold, counter, test_ids: set[str], config: CompressorConfig):
-    """Scores per (method, budget): over all sessions, and over the model's held-out sessions."""
-    comp = SemanticCompressor(classifier=object(), token_counter=counter, config=config)
-    scores: dict[tuple[str, float], Score] = defaultdict(Score)
-    held: dict[tuple[str, float], Score] = defaultdict(Score)
-    for units in sessions:
-        total = sum(unit_tokens(u, counter) for u in units)
-        protected = sum(unit_tokens(u, counter) for u in units if u.extra["category"] in MUST_KEEP)
-        for b in budgets:
-            limit = int(total * b)
-            outs = {
-                "winnow": comp.compress(units, limit).units,
-                "truncation": truncate(units, limit, counter),
-                "masking": mask(units, limit, counter),
-            }
-            scores["winnow", b].overflow += protected > limit
-            for m, out in outs.items():
-                scores[m, b].add(units, out, limit, gold, counter)
-                if units[0].session_id in test_ids:
-                    held[m, b].add(units, out, limit, gold, counter)
-    return scores, held
+        for u in units:
+            g = gold.get(u.id)
+            if g in MUST_KEEP:
+                kept = by_id.get(u.id) == u.text
+                self.must[0] += kept
+                self.must[1] += 1
+                if held:
+                    self.must_held[0] += kept
+                    self.must_held[1] += 1
+            elif g == "error":
+                text = "\n".join(became.get(u.id, []))
+                self.errors[0] += all(line in text for line in error_lines(u.text))
+                self.errors[1] += 1
+        for rid, tokens in needed.items():
+            text = "\n".join(became.get(rid, []))
+            self.needed[0] += any(t in text for t in tokens)
+            self.needed[1] += 1
+        n = sent(out)
+        self.used[0] += n
+        self.used[1] += limit
+        self.lowest = min(self.lowest, n / limit)
+        self.over += n > limit
+        self.invalid += not valid(out)
 
 
-def print_table(
-    scores, held, budgets, gold_source: str, category_source: str, n_sessions: int
-) -> None:
+MUST_KEEP = frozenset({"requirement", "constraint", "decision", "architecture"})
+
+
+def _pct(pair: list[int]) -> str:
+    return f"{pair[0] / pair[1]:.1%} ({pair[0]}/{pair[1]})" if pair[1] else "-"
+
+
+def print_table(scores, budgets, methods, header: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(120, Console().width))
-    console.print(f"[bold]{n_sessions} sessions[/]; compressor categories: {category_source}")
-    console.print(f"must-keep gold: {gold_source}")
+    console = Console(width=200)
+    console.print(header)
     table = Table(header_style="bold", box=None, pad_edge=False)
-    cols = (
-        "budget",
-        "method",
-        "tokens kept",
-        "must-keep verbatim",
-        "where feasible",
-        "held-out",
-        "pairs valid",
-        "fits",
-    )
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("budget", "method") else "right")
+    cols = ["limit", "method", "must-keep verbatim", "unseen", "error lines kept",
+            "needed kept", "used (lowest)", "over", "invalid", "fail", "wasted calls"]  # fmt: skip
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("limit", "method") else "right")
     for b in budgets:
-        for m in ("winnow", "truncation", "masking"):
+        for m in methods:
             s = scores[m, b]
+            if not s.runs:
+                continue
+            fail = f"{s.fail}" + (f" ({s.strict_fail} strict)" if m == "current" else "")
             table.add_row(
                 f"{b:.0%}",
                 m,
-                f"{s.kept_share:.1%}",
-                f"{s.must_share:.1%} ({s.must_kept}/{s.must_total})",
-                f"{s.feasible_share:.1%}",
-                f"{held[m, b].must_share:.1%} ({held[m, b].must_kept}/{held[m, b].must_total})"
-                if held[m, b].sessions
-                else "-",
-                f"{s.pairs_ok / s.sessions:.0%}",
-                f"{s.fits / s.sessions:.0%}",
+                _pct(s.must),
+                _pct(s.must_held),
+                _pct(s.errors),
+                _pct(s.needed),
+                f"{s.used[0] / max(1, s.used[1]):.1%} ({s.lowest:.0%})",
+                str(s.over),
+                str(s.invalid),
+                fail,
+                f"{s.wasted}/{s.calls}" if m in ("winnow", "current") else "-",
             )
     console.print(table)
-    console.print(
-        "held-out: must-keep verbatim on the sessions the shipped model was tested on, "
-        "not trained on (its split recomputed); "
-        "where feasible: sessions whose must-keep units alone fit the budget; "
-        + ", ".join(
-            f"winnow needed its must-keep overflow policy in {scores['winnow', b].overflow} sessions at {b:.0%}"
-            for b in budgets
-        )
-    )
 
 
-def draw(scores, budgets, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for m, style in (("winnow", "o-"), ("truncation", "s--"), ("masking", "^:")):
-        xs = [1 - scores[m, b].kept_share for b in budgets]
-        ys = [scores[m, b].must_share for b in budgets]
-        ax.plot(xs, ys, style, label=m)
-    ax.set_xlabel("token reduction (1 - tokens kept / tokens before)")
-    ax.set_ylabel("must-keep units kept verbatim")
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title("reduction vs retention")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-
-
-def cache_reuse(
-    sessions, counter, n_sessions: int = 6, calls: int = 12, share: float = 0.3
-) -> None:
-    """A growing conversation sent after every few steps: the share of each request's bytes that
-    a prefix cache can serve (longest common prefix with the previous request), plain vs cache-aware."""
-    from winnow.serving.cache import CacheAwareCompressor, CacheConfig
-    from winnow.serving.render import to_anthropic
-
-    comp = SemanticCompressor(
-        classifier=object(),
-        token_counter=counter,
-        config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
-    )
-    cac = CacheAwareCompressor(comp, CacheConfig())
-    longest = sorted(sessions, key=len, reverse=True)[:n_sessions]
-    reuse = {"plain": [0, 0], "cache-aware": [0, 0]}
-    for units in longest:
-        limit = int(sum(unit_tokens(u, counter) for u in units) * share)
-        prev: dict[str, bytes] = {}
-        for k in range(1, calls + 1):
-            head = units[: len(units) * k // calls]
-            bodies = {
-                "plain": to_anthropic(comp.compress(head, limit).units),
-                "cache-aware": cac.compress(head, limit).to_anthropic(),
-            }
-            for name, body in bodies.items():
-                raw = _content_bytes(body)
-                if name in prev:
-                    reuse[name][0] += _common_prefix(prev[name], raw)
-                    reuse[name][1] += len(raw)
-                prev[name] = raw
-    print(
-        f"prefix-cache reuse over {len(longest)} growing sessions ({calls} calls each, limit {share:.0%} "
-        "of the full session): "
-        + ", ".join(f"{k} {a / b:.0%}" for k, (a, b) in reuse.items() if b)
-        + " of request bytes served from the previous request's prefix"
-    )
-
-
-def _content_bytes(body: dict) -> bytes:
-    """The request's content in order, without the cache markers (they are not content)."""
-
-    def strip(blocks):
-        return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks or []]
-
-    messages = [{"role": m["role"], "content": strip(m["content"])} for m in body["messages"]]
-    return json.dumps([strip(body.get("system")), messages], ensure_ascii=False).encode()
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    n = min(len(a), len(b))
-    i = next((i for i in range(0, n, 4096) if a[i : i + 4096] != b[i : i + 4096]), n)
-    while i < n and a[i] == b[i]:
-        i += 1
-    return min(i, n)
+# --- main ---------------------------------------------------------------------------------------
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
     ap.add_argument("--labels", type=Path, default=ROOT / "data" / "labels")
-    ap.add_argument(
-        "--budgets", default="0.5,0.3", help="shares of each session's tokens for the table"
-    )
-    ap.add_argument("--png", type=Path, default=Path("bench_ab.png"), help="where the curve goes")
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--min-tokens", type=int, default=2000, help="skip sessions shorter than this")
     ap.add_argument("--sessions", type=int, help="only the first N sessions (quick runs)")
-    ap.add_argument("--no-cache", action="store_true", help="skip the prefix-cache reuse figure")
+    ap.add_argument("--model", type=Path, help="classifier model directory (default: shipped)")
     ap.add_argument(
-        "--protect-threshold",
-        type=float,
-        help="CompressorConfig.protect_threshold for winnow (0: off; default: the library's)",
+        "--baseline-src",
+        help="a checkout of the compressor to compare with (git worktree add DIR 64fead8)",
     )
-    ap.add_argument(
-        "--model", type=Path, help="classifier model directory (default: the shipped one)"
-    )
+    ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)  # SRC IN OUT
     args = ap.parse_args()
+    if args.worker:
+        worker(*args.worker)
+        return 0
+    sys.path.insert(0, str(ROOT))
+    import logging
+
+    logging.getLogger("winnow").setLevel(logging.ERROR)  # the renderer's repairs, once each
     if not args.traces.is_dir():
         print(f"bench_ab: {args.traces}: no such folder (the real traces live in ../shared/traces)")
         return 1
-    counter = default_token_counter()
+    sys.path.insert(0, str(ROOT / "tests"))
+    from api_validate import validate_anthropic
+
+    from winnow.serving.baselines import mask_observations, truncate_oldest
+    from winnow.serving.compressor import SemanticCompressor
+    from winnow.serving.render import to_anthropic
+    from winnow.serving.tokens import default_token_counter, sent_tokens
+
     start = time.perf_counter()
+    counter = default_token_counter()
+    budgets = [float(b) for b in args.budgets.split(",")]
     every = load_sessions(args.traces)
     gold = load_gold(args.labels)
-    test_ids = held_out(every, gold) if gold else set()
-    sessions = [s for s in every if sum(unit_tokens(u, counter) for u in s) >= args.min_tokens]
+    test_ids = held_out(every, gold)
+    sessions = [(k, s) for k, s in every if sent_tokens(s, "anthropic", counter) >= args.min_tokens]
     sessions = sessions[: args.sessions] if args.sessions else sessions
-    session_ids = {u.id for s in sessions for u in s}
-    gold = {k: v for k, v in gold.items() if k in session_ids}
-    if gold:
-        gold_source = f"hand labels, {len(gold)} units from {args.labels}"
-    else:
-        gold = heuristic_must_keep(sessions)
-        gold_source = (
-            "NO hand labels found: the heuristic labeller's must-keep (not a true gold set)"
-        )
-    category_source = categorize(sessions, args.model)
-    table_budgets = [float(b) for b in args.budgets.split(",")]
-    budgets = sorted(set(CURVE) | set(table_budgets))
-    config = CompressorConfig(on_must_keep_overflow="summarize_largest")
-    if args.protect_threshold is not None:
-        config.protect_threshold = args.protect_threshold if args.protect_threshold > 0 else None
-    category_source += f"; soft must-keep threshold {config.protect_threshold}"
-    scores, held = run(sessions, budgets, gold, counter, test_ids, config)
-    print_table(scores, held, table_budgets, gold_source, category_source, len(sessions))
-    draw(scores, budgets, args.png)
-    if not args.no_cache:
-        cache_reuse(sessions, counter)
-    print(f"curve: {args.png} ({time.perf_counter() - start:.0f} s)")
+    t = time.perf_counter()
+    source = categorize(sessions, args.model)
+    t_classify = time.perf_counter() - t
+
+    def sent(units) -> int:
+        return sent_tokens(units, "anthropic", counter)
+
+    def valid(units) -> bool:
+        body = to_anthropic(units, tools=True, model="claude-sonnet-4-6")
+        return not body["messages"] or not validate_anthropic(body)
+
+    limits = {
+        k: {b: max(1, int(sent(s) * b)) for b in budgets} for k, s in sessions
+    }  # the same integer limit for every method
+    baseline = None
+    if args.baseline_src:
+        tmp = Path(tempfile.mkdtemp(prefix="bench_ab_"))
+        with open(tmp / "in.pkl", "wb") as fh:
+            pickle.dump([(k, [u.to_dict() for u in s], limits[k]) for k, s in sessions], fh)
+        env = {**os.environ, "PYTHONPATH": ""}
+        baseline = subprocess.Popen(  # beside this process: two cores
+            [sys.executable, __file__, "--worker", args.baseline_src, str(tmp / "in.pkl"),
+             str(tmp / "out.pkl")],
+            env=env,
+        )  # fmt: skip
+
+    scores: dict = defaultdict(Score)
+    comp = SemanticCompressor(classifier=object(), token_counter=counter)
+    t_winnow = 0.0
+    for k, units in sessions:
+        held = units[0].session_id in test_ids
+        needed = needed_tokens(units)
+        for b in budgets:
+            limit = limits[k][b]
+            t = time.perf_counter()
+            try:
+                out = comp.compress(units, limit).units
+            except Exception as e:  # noqa: BLE001 - a failed run, counted
+                print(f"winnow failed on {k} at {b:.0%}: {type(e).__name__}: {e}")
+                out = None
+            t_winnow += time.perf_counter() - t
+            scores["winnow", b].add(units, out, limit, sent, gold, held, needed, valid)
+            llm = StandInLLM(counter)
+            try:
+                res = SemanticCompressor(
+                    classifier=object(), summarizer=llm, token_counter=counter
+                ).compress(units, limit)
+                scores["winnow", b].calls += len(llm.made)
+                scores["winnow", b].wasted += wasted(llm.made, res.units)
+            except Exception:  # noqa: BLE001 - the run above counted it
+                pass
+            for name, fn in (("truncation", truncate_oldest), ("masking", mask_observations)):
+                scores[name, b].add(
+                    units, fn(units, limit, counter), limit, sent, gold, held, needed, valid
+                )
+    methods = ["winnow", "truncation", "masking"]
+    if baseline is not None:
+        from winnow.data.schema import Unit
+
+        baseline.wait()
+        with open(tmp / "out.pkl", "rb") as fh:
+            rows = pickle.load(fh)
+        for k, units in sessions:
+            held = units[0].session_id in test_ids
+            needed = needed_tokens(units)
+            for b in budgets:
+                row = rows[k, b]
+                out = [Unit.from_dict(d) for d in row["units"]] if "units" in row else None
+                s = scores["current", b]
+                s.add(units, out, limits[k][b], sent, gold, held, needed, valid)
+                s.strict_fail += row["strict_fail"]
+                s.calls += row["calls"] or 0
+                s.wasted += row["wasted"] or 0
+        methods.insert(1, "current")
+    n_units = sum(len(s) for _k, s in sessions)
+    header = (
+        f"[bold]{len(sessions)} sessions[/] ({n_units:,} units, >= {args.min_tokens} tokens), "
+        f"{sum(1 for _k, s in sessions if s[0].session_id in test_ids)} of them unseen (the "
+        f"shipped model's test split); categories: {source}; gold: {len(gold):,} hand labels.\n"
+        f"winnow compression time {t_winnow:.1f} s for {len(sessions) * len(budgets)} runs; "
+        f"classification {t_classify:.1f} s; total {time.perf_counter() - start:.0f} s"
+    )
+    print_table(scores, budgets, methods, header)
     return 0
 
 

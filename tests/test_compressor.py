@@ -584,6 +584,16 @@ def test_llm_summaries_run_concurrently_and_fall_back() -> None:
     comp.compress(REAL["openhands"], 0.2)
     assert 1 < slow.peak <= 3
 
+    class Broken:
+        def summarize(self, texts, max_tokens):
+            raise ConnectionError("endpoint down")
+
+    result = SemanticCompressor(classifier=object(), summarizer=Broken()).compress(
+        REAL["openhands"], 0.2
+    )
+    summaries = [u for u in result.units if u.extra.get("strategy") == "summarize"]
+    assert summaries and result.tokens_after <= result.token_limit  # extractive ones instead
+
 
 # --- configuration ------------------------------------------------------------------------
 

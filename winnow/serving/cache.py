@@ -147,8 +147,10 @@ class CacheAwareCompressor:
         self, units: Iterable[Unit | dict], token_limit: int | float | str
     ) -> CacheAwareResult:
         """The units compressed under `token_limit` (a count, or a share of their tokens)."""
+        return self._compress([as_unit(u) for u in units], token_limit)
+
+    def _compress(self, units: list[Unit], token_limit: int | float | str) -> CacheAwareResult:
         comp = self.compressor
-        units = [as_unit(u) for u in units]
         costs = comp.sent_cost("auto", units)
         total = costs.total(units)
         limit = resolve_limit(token_limit, total)

@@ -19,7 +19,7 @@ user request, the latest user message and the last steps (the working set). The 
 Must-keep units (a must-keep top category, a pin, the thinking of the last assistant turn) stay
 verbatim. When they alone exceed the limit, `on_must_keep_overflow` decides: "summarize" (the
 default) turns repeated copies into a note pointing at the copy kept, then summarizes them
-lowest value first (the first request and the latest user message last), then notes or drops
+lowest value per token first (the first request and the latest user message last), then notes or drops
 them in that order, and records each change; "error" raises `MustKeepOverflow`;
 "summarize_largest" and "truncate_oldest" order the losses by size or by age instead. A thinking
 unit is kept verbatim or dropped whole, and the last turn's never changes. Summaries are written
@@ -39,7 +39,7 @@ from typing import Any
 
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, DROPPABLE, Unit, as_unit
 from winnow.serving import strategies as st
-from winnow.serving.allocator import Option, allocate
+from winnow.serving.allocator import Option, allocate, cheapest
 from winnow.serving.categorizer import Categorizer, as_categorizer, load_categorizer
 from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer, summarize_all
 from winnow.serving.tokens import (
@@ -130,8 +130,9 @@ class CompressorConfig:
     working_set_steps: int = 8  # the last agent steps...
     working_set_boost: float = 2.0  # ...are worth this much more
     # A unit the classifier gives the must-keep categories together at least this
-    # probability is must-keep too (None: the top category alone decides).
-    protect_threshold: float | None = None
+    # probability is must-keep too: by default, one more likely must-keep than not (its mass
+    # split over several must-keep categories). None: the top category alone decides.
+    protect_threshold: float | None = 0.5
     dedup_min_tokens: int = 32  # repeated must-keep units this long become a pointer on overflow
     summary_concurrency: int = 8  # LLM summary calls in flight at once
 
@@ -382,11 +383,11 @@ class SemanticCompressor:
 
         Under the limit nothing changes. With no limit, or `eager`, every unit gets its
         category's strategy in full first (then whatever the limit still needs)."""
-        units = [as_unit(u) for u in units]
-        costs = self.sent_cost("auto", units)
-        before = costs.total(units)
+        given = [as_unit(u) for u in units]
+        costs = self.sent_cost("auto", given)
+        before = costs.total(given)
         limit = resolve_limit(token_limit, before)
-        plan = Plan(units, self._labels(units), self.config, costs, self.summarizer)
+        plan = Plan(given, self._labels(given), self.config, costs, self.summarizer)
         if limit is not None and before <= limit and not eager:
             return plan.result(limit, before, unchanged=True)
         return plan.run(limit, before, eager or limit is None)
@@ -479,14 +480,11 @@ class SentCost:
         ctx: list[Unit] = []
         if not (u.role == "system" and leading):
             ctx.append(Unit("a", "a", 0, "user", "text", _ANCHOR))
-        stub = {"extra": {}, "is_error": None}
         if paired and u.kind == "tool_result":
-            ctx.append(
-                dataclasses.replace(u, role="assistant", kind="tool_call", text=_STUB, **stub)
-            )
+            ctx.append(_stub(u, "assistant", "tool_call"))
         ctx.append(u)
         if paired and u.kind == "tool_call":
-            ctx.append(dataclasses.replace(u, role="tool", kind="tool_result", text=_STUB, **stub))
+            ctx.append(_stub(u, "tool", "tool_result"))
         assert self.target is not None
         back = read_back(render(ctx, self.target), self.target)
         n = sum(
@@ -498,6 +496,11 @@ class SentCost:
             self._alone.clear()
         self._alone[key] = n
         return n
+
+
+def _stub(u: Unit, role: str, kind: str) -> Unit:
+    """A partner for `u` that the cost leaves out (its text is _STUB)."""
+    return Unit(u.id, u.session_id, u.index, role, kind, _STUB, u.tool_name, u.call_id)
 
 
 def signed(unit: Unit) -> bool:
@@ -739,8 +742,8 @@ class Plan:
         return first + info.tokens - self.costs.counter.count(info.unit.text)
 
     def _summary_share(self, info: Info, target: int) -> float:
-        """The share of a unit's value a summary of `target` tokens keeps (see SHARES), at
-        least what its note keeps (a summary holds the error lines a note would)."""
+        """The share of a unit's value a summary of `target` tokens keeps (see SHARES): what
+        its note keeps (a summary holds the error lines a note would) and part of the rest."""
         w = self.config.weights
         r = min(1.0, max(0, target) / max(1, info.tokens))
         num = den = 0.0
@@ -748,8 +751,9 @@ class Plan:
             if k in SHARES:
                 num += p * w.get(k, 0.0) * r ** SHARES[k][1]
                 den += p * w.get(k, 0.0)
-        share = num / den if den else r ** SHARES[info.category][1]
-        return max(share, self._shares(info, 3 if self._errors(info.unit) else 2))
+        rest = num / den if den else r ** SHARES[info.category][1]
+        note = self._shares(info, 3 if self._errors(info.unit) else 2)
+        return note + (1 - note) * rest
 
     def _summary_forms(self, info: Info) -> list[Form]:
         forms = []
@@ -845,26 +849,24 @@ class Plan:
 
     def _choose(self, budget: int | None, caps: dict[int, int] | None) -> dict[int, Form]:
         options = [self._item_options(item, caps) for item in self.items]
+        picks: list[int] | None
         if budget is None:  # no limit: each unit as its strategy says (its cap)
             assert caps is not None
-            picks: list[int] | None = [
-                max(
-                    range(len(o)),
-                    key=lambda k, o=o, item=item: (
-                        all(_order(f) == caps[i] for i, f in zip(item, o[k][1], strict=True)),
-                        o[k][0].value,
-                        -o[k][0].cost,
-                    ),
-                )
-                for item, o in zip(self.items, options, strict=True)
-            ]
+            cap = caps
+
+            def as_strategy(item: list[int], opts: list[tuple[Option, tuple[Form, ...]]]) -> int:
+                def key(k: int) -> tuple[bool, float, int]:
+                    forms = opts[k][1]
+                    exact = all(_order(f) == cap[i] for i, f in zip(item, forms, strict=True))
+                    return exact, opts[k][0].value, -opts[k][0].cost
+
+                return max(range(len(opts)), key=key)
+
+            picks = [as_strategy(item, o) for item, o in zip(self.items, options, strict=True)]
         else:
             picks = allocate([[o for o, _f in opts] for opts in options], budget)
         if picks is None:  # the must-keep floor alone is over: keep the floor
-            picks = [
-                min(range(len(o)), key=lambda k, o=o: (o[k][0].cost, -o[k][0].value))
-                for o in options
-            ]
+            picks = [cheapest([o for o, _f in opts]) for opts in options]
         choice: dict[int, Form] = {}
         for item, opts, k in zip(self.items, options, picks, strict=True):
             for i, f in zip(item, opts[k][1], strict=True):
@@ -958,8 +960,15 @@ class Plan:
             for i, form in self._duplicates(movable):
                 if change(i, form):
                     return
-        if policy == "summarize":
-            order = sorted(movable, key=lambda i: (self.info[i].density, -self.info[i].tokens, i))
+        if policy == "summarize":  # the least value per token first, as the allocator would
+            order = sorted(
+                movable,
+                key=lambda i: (
+                    self.info[i].value / max(1, self.info[i].tokens),
+                    -self.info[i].tokens,
+                    i,
+                ),
+            )
         elif policy == "summarize_largest":
             order = sorted(movable, key=lambda i: (-self.info[i].tokens, i))
         else:
@@ -995,9 +1004,7 @@ class Plan:
         turn = final_turn(self.units)
         if not any(self.info[i].forced and signed(self.info[i].unit) for i in turn):
             return False
-        if all(
-            self.info[i].fixed is not None and self.info[i].fixed.action == "dropped" for i in turn
-        ):
+        if all((f := self.info[i].fixed) is not None and f.action == "dropped" for i in turn):
             return False
         why = "must-keep overflow: the last step dropped whole (its signed thinking does not fit)"
         for i in turn:
@@ -1045,7 +1052,7 @@ class Plan:
         """A must-keep unit's renditions for one pass of an overflow, longest first."""
         u = info.unit
         why = {
-            "summarize": "lowest value first",
+            "summarize": "lowest value per token first",
             "summarize_largest": "largest first",
             "truncate_oldest": "oldest first",
         }[self.config.on_must_keep_overflow]
@@ -1136,7 +1143,9 @@ class Plan:
                     errors[k] = e
                     left = jobs[k][1] - self.costs.counter.count(e) - 1
                     jobs[k] = (self.info[i].unit.text, max(1, left))
-        texts = summarize_all(self.summarizer, jobs, self.config.summary_concurrency)
+        texts = summarize_all(
+            self.summarizer, jobs, self.config.summary_concurrency, fallback=self._extractive
+        )
         for k, (i, text) in enumerate(zip(todo, texts, strict=True)):
             if k in errors:
                 text = errors[k] + "\n" + text if jobs[k][1] > 1 else errors[k]

@@ -354,19 +354,37 @@ class OpenAISummarizer(_LLMSummarizer):
 
 
 def summarize_all(
-    summarizer: Summarizer, jobs: Sequence[tuple[Texts, int]], max_workers: int = 8
+    summarizer: Summarizer,
+    jobs: Sequence[tuple[Texts, int]],
+    max_workers: int = 8,
+    fallback: Summarizer | None = None,
 ) -> list[str]:
     """`summarizer.summarize(texts, max_tokens)` for each job, in order. A summarizer that
     calls a model runs its calls concurrently, at most `max_workers` at a time; the offline
-    extractive one runs in line (threads would only queue on the GIL)."""
+    extractive one runs in line (threads would only queue on the GIL). A call that fails gets
+    `fallback`'s summary instead (None: the error is raised)."""
     jobs = list(jobs)
     many = getattr(summarizer, "summarize_many", None)
     if many is not None:
         return list(many(jobs))
+    failures = 0
+
+    def one(job: tuple[Texts, int]) -> str:
+        nonlocal failures
+        try:
+            return summarizer.summarize(*job)
+        except Exception as e:  # noqa: BLE001 - any failure of a model call
+            if fallback is None:
+                raise
+            failures += 1
+            if failures == 1:  # once, not per unit: a dead endpoint fails every call alike
+                log.warning("%s failed (%s); extractive summaries instead", summarizer, e)
+            return fallback.summarize(*job)
+
     if isinstance(summarizer, ExtractiveSummarizer) or max_workers <= 1 or len(jobs) <= 1:
-        return [summarizer.summarize(t, n) for t, n in jobs]
+        return [one(job) for job in jobs]
     with ThreadPoolExecutor(min(max_workers, len(jobs))) as pool:
-        return list(pool.map(lambda job: summarizer.summarize(*job), jobs))
+        return list(pool.map(one, jobs))
 
 
 __all__ = [

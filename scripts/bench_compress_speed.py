@@ -1,0 +1,113 @@
+"""How long the compressor takes on a 250K-token session (classification timed apart).
+
+    python scripts/bench_compress_speed.py                 # ../shared/traces, 250K tokens, 30%
+    python scripts/bench_compress_speed.py --tokens 500000 --limit 10%
+
+The session is real: the largest Claude Code sessions of the traces, back to back as one
+conversation (ids made unique), cut at --tokens tokens as sent. The shipped classifier labels
+it once (its time is printed apart); then the compressor runs on the labelled units: a first
+run with a fresh token counter (nothing cached: every text is tokenized) and --repeat runs
+with a warm one (as a service compressing a growing session sees it), median and range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_session(traces: Path, tokens: int, counter) -> list:
+    """The largest Claude Code sessions, one after the other, up to `tokens` tokens as sent."""
+    from winnow.data.readers import read_paths
+    from winnow.serving.tokens import sent_tokens
+
+    sessions: dict[str, list] = defaultdict(list)
+    for u in read_paths([traces]):
+        if u.extra.get("format") == "claude_code":
+            sessions[u.session_id].append(u)
+    ordered = sorted(sessions.values(), key=len, reverse=True)
+    out: list = []
+    for s in ordered:
+        for u in s:
+            n = len(out)
+            out.append(
+                dataclasses.replace(
+                    u,
+                    id=f"bench:{n}",
+                    session_id="bench",
+                    index=n,
+                    call_id=f"{u.session_id[:8]}_{u.call_id}" if u.call_id else None,
+                )
+            )
+        if sent_tokens(out, "anthropic", counter) >= tokens:
+            break
+    # cut at the first unit past the target (a call's result may go with it: a stand-in)
+    lo, hi = 0, len(out)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sent_tokens(out[:mid], "anthropic", counter) < tokens:
+            lo = mid + 1
+        else:
+            hi = mid
+    return out[:lo]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
+    ap.add_argument("--tokens", type=int, default=250_000)
+    ap.add_argument("--limit", default="30%")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from winnow.serving.categorizer import load_categorizer
+    from winnow.serving.compressor import SemanticCompressor
+    from winnow.serving.tokens import TiktokenCounter, default_token_counter, sent_tokens
+
+    if not args.traces.is_dir():
+        print(f"{args.traces}: no such folder (the real traces live in ../shared/traces)")
+        return 1
+    units = build_session(args.traces, args.tokens, default_token_counter())
+    total = sent_tokens(units, "anthropic", default_token_counter())
+    clf = load_categorizer()
+    t = time.perf_counter()
+    labelled = SemanticCompressor(classifier=clf).label(units)
+    classify = time.perf_counter() - t
+    print(
+        f"session: {len(units):,} units, {total:,} tokens as sent, "
+        f"{sum(len(u.text) for u in units) / 1e6:.2f} MB of text"
+    )
+    print(f"classification ({type(clf).__name__}, once): {classify:.2f} s")
+
+    fresh = TiktokenCounter(default_token_counter().name)  # an empty token cache
+    comp = SemanticCompressor(classifier=object(), token_counter=fresh)
+    t = time.perf_counter()
+    result = comp.compress(labelled, args.limit)
+    cold = time.perf_counter() - t
+    print(
+        f"compress to {args.limit} ({result.token_limit:,} tokens -> {result.tokens_after:,}, "
+        f"{result.tokens_after / result.token_limit:.1%} used), first run, nothing cached: "
+        f"{cold:.3f} s"
+    )
+    times = []
+    for _ in range(args.repeat):
+        comp = SemanticCompressor(classifier=object(), token_counter=fresh)
+        t = time.perf_counter()
+        comp.compress(labelled, args.limit)
+        times.append(time.perf_counter() - t)
+    print(
+        f"same, token counts cached ({args.repeat} runs): median {statistics.median(times):.3f} s "
+        f"(min {min(times):.3f}, max {max(times):.3f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The budget allocator: feasible, near the exact optimum, and never worse for a larger budget."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from winnow.serving.allocator import Option, allocate, cheapest
+
+options = hs.lists(
+    hs.tuples(hs.integers(0, 40), hs.floats(0, 50, allow_nan=False)), min_size=1, max_size=5
+).map(lambda opts: [Option(c, round(v, 3)) for c, v in opts])
+instances = hs.lists(options, min_size=1, max_size=7)
+
+
+def value(items, picks) -> float:
+    return sum(items[i][k].value for i, k in enumerate(picks))
+
+
+def cost(items, picks) -> int:
+    return sum(items[i][k].cost for i, k in enumerate(picks))
+
+
+def optimum(items, budget: int) -> float:
+    """The exact multiple-choice knapsack, by dynamic programming over the budget."""
+    best = [0.0] + [float("-inf")] * budget  # best[b]: most value at cost exactly b
+    for opts in items:
+        nxt = [float("-inf")] * (budget + 1)
+        for b, v in enumerate(best):
+            if v == float("-inf"):
+                continue
+            for o in opts:
+                if b + o.cost <= budget:
+                    nxt[b + o.cost] = max(nxt[b + o.cost], v + o.value)
+        best = nxt
+    return max(best)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=instances, budget=hs.integers(0, 150))
+def test_feasible_and_near_the_optimum(items, budget) -> None:
+    picks = allocate(items, budget)
+    floor = sum(opts[cheapest(opts)].cost for opts in items)
+    if floor > budget:
+        assert picks is None
+        return
+    assert picks is not None and cost(items, picks) <= budget
+    # the greedy loses at most one item's worth against the exact optimum
+    gap = max(max(o.value for o in opts) - opts[cheapest(opts)].value for opts in items)
+    assert value(items, picks) >= optimum(items, budget) - gap - 1e-6
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=instances, budget=hs.integers(0, 150))
+def test_a_larger_budget_never_keeps_less_value(items, budget) -> None:
+    lo, hi = allocate(items, budget), allocate(items, budget + 1)
+    if lo is not None:
+        assert hi is not None and value(items, hi) >= value(items, lo) - 1e-9
+
+
+def test_deterministic_and_efficient_first() -> None:
+    # three items; the one with the most value per token is upgraded first
+    items = [
+        [Option(0, 0.0), Option(10, 10.0)],  # 1.0 per token
+        [Option(0, 0.0), Option(10, 30.0)],  # 3.0
+        [Option(0, 0.0), Option(10, 20.0)],  # 2.0
+    ]
+    assert allocate(items, 10) == [0, 1, 0]
+    assert allocate(items, 20) == [0, 1, 1]
+    assert allocate(items, 20) == allocate(items, 20)
