@@ -229,15 +229,19 @@ def test_real_excerpt_at_each_share(name: str, share: float) -> None:
 
 def check_monotone(lo, hi) -> None:
     """What a larger limit keeps against a smaller one: every must-keep unit the smaller kept
-    verbatim, and, when the must-keep units fare the same, at least as much value."""
+    verbatim, every error it held at its error lines, and, when those fare the same, at least
+    as much value."""
 
     def must(r):
         return [(x.id, x.action, x.tokens_after) for x in r.records if x.must_keep]
 
     kept = [{x.id for x in r.records if x.must_keep and x.action == "kept"} for r in (lo, hi)]
     assert kept[0] <= kept[1]
+    errors = [{x.id for x in r.records if x.error_lines} for r in (lo, hi)]
     if must(lo) == must(hi):
-        assert hi.value_after >= lo.value_after - 1e-9
+        assert errors[0] <= errors[1]
+        if errors[0] == errors[1]:
+            assert hi.value_after >= lo.value_after - 1e-9
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

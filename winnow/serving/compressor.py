@@ -88,6 +88,9 @@ SHARES = {
     "acknowledgment": (0.5, 0.5, 0.3, 0.3),
     "boilerplate": (0.5, 0.5, 0.2, 0.3),
 }
+# A rendition holds at most this many times the information per token of the unit it comes
+# from (a summary or a note picks the telling lines, but it is no denser than that).
+RENDITION_DENSITY = 3.0
 RANK = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
 
 
@@ -182,6 +185,8 @@ class UnitRecord:
     scores: dict[str, float] | None = None
     must_keep: bool = False
     reason: str = ""  # why a must-keep unit changed, or what a note points at
+    # an error the limit held at its error lines at the least (it may have kept more)
+    error_lines: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -201,7 +206,7 @@ class CompressionResult:
     target: str | None = "anthropic"
     warnings: list[str] = field(default_factory=list)
     value_before: float = 0.0  # the allocator's value of the input...
-    value_after: float = 0.0  # ...and of what was kept (see CompressorConfig.weights)
+    value_after: float = 0.0  # ...and of what the allocation kept (a summary at its target)
 
     @property
     def fits(self) -> bool:
@@ -561,6 +566,10 @@ class Info:
     # any user unit that must stay): charged to each such unit, an upper bound
     opening: int = 0
     fixed: Form | None = None  # a must-keep unit's rendition (verbatim, unless overflow)
+    # an error (more likely than not): kept as its error lines at the least, while the limit
+    # holds them beside the must-keep units
+    error_floor: bool = False
+    errors: str = ""  # its error lines (an error that names none: its first line)
     forms: list[Form] = field(default_factory=list)
 
 
@@ -595,6 +604,7 @@ class Plan:
         self.info = self._infos(labels)
         self._summaries: dict[tuple[int, int], str] = {}
         self._locked: dict[int, Form] = {}  # units whose summary is written: they keep it
+        self.planned: dict[int, Form] = {}
         self._error_memo: dict[int, tuple[str, str]] = {}
         # the offline summarizer costs nothing: its summaries may be rewritten at other lengths
         self._free_summaries = isinstance(summarizer, ExtractiveSummarizer)
@@ -635,6 +645,14 @@ class Plan:
                 paired=paired,
                 leading=i < leading,
             )
+            info.errors = st.error_excerpt(u.text) if u.kind != "tool_call" else ""
+            # an error by its category (more likely than not), by the tool's own word, or by
+            # an error line in a tool's output
+            likely = cat == "error" or scores.get("error", 0.0) >= 0.5
+            failed = u.kind == "tool_result" and (bool(u.is_error) or bool(info.errors))
+            if not info.must_keep and u.kind in ("text", "tool_result") and (likely or failed):
+                info.error_floor = True
+                info.errors = info.errors or st.first_line_excerpt(u.text)
             out.append(info)
         first_user = next(
             (
@@ -693,7 +711,7 @@ class Plan:
                 self._add(forms, info, i, st.preserve_structure(u), "restructured", 0)
             if u.kind != "tool_call" or st.long_values(u.text):
                 forms += self._summary_forms(info)
-            note = self._note(u)
+            note = self._note(info)
             if note is not None:
                 text, has_errors = note
                 self._add(forms, info, i, text, "noted", 3 if has_errors else 2)
@@ -708,14 +726,25 @@ class Plan:
         if cost < info.tokens * 0.9:
             forms.append(Form(action, cost + info.opening, self._shares(info, col), new))
 
+    def _value(self, i: int, form: Form) -> float:
+        """The value a rendition keeps: its share of the unit's, but no more than
+        RENDITION_DENSITY times the unit's importance per token it costs (a note of a huge
+        log holds a line, not a share of the log)."""
+        info = self.info[i]
+        if form.action == "kept":
+            return info.value * form.share
+        cap = RENDITION_DENSITY * info.density * max(0, form.cost - info.opening)
+        return min(info.value * form.share, cap)
+
     def _cost(self, info: Info, unit: Unit) -> int:
         """A rendition's own cost as sent (without the opening it may be charged)."""
         return self.costs.cost(unit, info.paired, info.leading)
 
-    def _note(self, u: Unit) -> tuple[str, bool] | None:
+    def _note(self, info: Info) -> tuple[str, bool] | None:
+        u = info.unit
         if u.kind == "tool_call":
             return st.call_placeholder(u), False
-        errors = self._errors(u)
+        errors = info.errors
         if errors:
             return errors, True
         if u.kind == "tool_result":
@@ -724,19 +753,12 @@ class Plan:
             return st.phase_note(u), False
         return None
 
-    def _errors(self, u: Unit) -> str:
-        """The unit's error lines (memoized: the notes and the summaries both ask)."""
-        key = id(u.text)
-        if key not in self._error_memo:
-            self._error_memo[key] = (u.text, st.error_excerpt(u.text))
-        return self._error_memo[key][1]
-
     def _first_summary(self, info: Info) -> int:
         """The shortest summary of a unit (whole cost, tokens): min_summary_tokens of text,
         and room for its error lines."""
         c = self.config
         first = c.min_summary_tokens
-        errors = self._errors(info.unit)
+        errors = info.errors
         if errors:  # a summary holds the error lines, whatever else it keeps
             first = max(first, self.costs.counter.count(errors) + c.min_summary_tokens // 2)
         return first + info.tokens - self.costs.counter.count(info.unit.text)
@@ -752,7 +774,7 @@ class Plan:
                 num += p * w.get(k, 0.0) * r ** SHARES[k][1]
                 den += p * w.get(k, 0.0)
         rest = num / den if den else r ** SHARES[info.category][1]
-        note = self._shares(info, 3 if self._errors(info.unit) else 2)
+        note = self._shares(info, 3 if info.errors else 2)
         return note + (1 - note) * rest
 
     def _summary_forms(self, info: Info) -> list[Form]:
@@ -771,18 +793,19 @@ class Plan:
             info.forms = self._forms(i)
         if limit is not None:
             self._fit_must_keep(limit)
-        # Room for what the renderer adds when the output opens with the agent's turn: a
-        # constant of the input, so that the room left grows with the limit.
         budget = limit
         caps = self._caps() if eager else None
         for attempt in range(6):
             choice = self._choose(budget, caps)
+            self.planned = dict(choice)  # the allocation, summaries at their targets
             written = self._write_summaries(choice)
             out = self._output(choice)
             total = self.costs.total(out)
             if limit is None or budget is None:
                 break
             if total > limit:
+                if not self._free_summaries:  # paid for: kept, the rest gives way
+                    self._locked.update((i, choice[i]) for i in written)
                 # Each unit's cost is its own, rendered alone; what the renderer adds or
                 # merges between units can differ a little: give back what the whole went
                 # over (twice as much each time, so that a few rounds always settle it).
@@ -796,6 +819,7 @@ class Plan:
                 break
         if limit is not None and total > limit:
             choice = self._last_resort(choice, limit)
+            self.planned.update((i, f) for i, f in choice.items() if f.action == "dropped")
             out = self._output(choice)
             total = self.costs.total(out)
         if limit is not None and self.units and not any(u.role != "system" for u in out):
@@ -812,9 +836,12 @@ class Plan:
             return [self._locked[i]]
         if info.fixed is not None:
             return [info.fixed]
+        forms = info.forms
+        if info.error_floor:  # its error lines at the least
+            forms = [f for f in forms if f.action != "dropped"]
         if caps is None:
-            return info.forms
-        return [f for f in info.forms if _order(f) <= caps[i]]
+            return forms
+        return [f for f in forms if _order(f) <= caps[i]] or forms[-1:]
 
     def _item_options(
         self, item: list[int], caps: dict[int, int] | None = None
@@ -843,7 +870,7 @@ class Plan:
         out = []
         for combo in combos:
             cost = sum(f.cost for f in combo)
-            value = sum(self.info[i].value * f.share for i, f in zip(item, combo, strict=True))
+            value = sum(self._value(i, f) for i, f in zip(item, combo, strict=True))
             out.append((Option(cost, value), combo))
         return out
 
@@ -923,11 +950,21 @@ class Plan:
         floors = {
             k: self._item_floor(item)
             for k, item in enumerate(self.items)
-            if any(self.info[i].fixed is not None for i in item)
+            if any(self.info[i].fixed is not None or self.info[i].error_floor for i in item)
         }
         need = sum(floors.values())
         if need == 0 or need + self._floor_opening() <= limit:
             return
+        # Errors keep their error lines while the limit holds them beside the must-keep
+        # units; when it does not, they give way first, the least value per token first.
+        errors = [i for i, info in enumerate(self.info) if info.error_floor]
+        for i in sorted(errors, key=lambda i: (self._per_token(i), -self.info[i].tokens, i)):
+            k = item_of[i]
+            self.info[i].error_floor = False
+            floor = self._item_floor(self.items[k])
+            need, floors[k] = need + floor - floors[k], floor
+            if need == 0 or need + self._floor_opening() <= limit:
+                return
         policy = self.config.on_must_keep_overflow
         if policy == "error":
             raise MustKeepOverflow(need + self._floor_opening(), limit)
@@ -961,14 +998,7 @@ class Plan:
                 if change(i, form):
                     return
         if policy == "summarize":  # the least value per token first, as the allocator would
-            order = sorted(
-                movable,
-                key=lambda i: (
-                    self.info[i].value / max(1, self.info[i].tokens),
-                    -self.info[i].tokens,
-                    i,
-                ),
-            )
+            order = sorted(movable, key=lambda i: (self._per_token(i), -self.info[i].tokens, i))
         elif policy == "summarize_largest":
             order = sorted(movable, key=lambda i: (-self.info[i].tokens, i))
         else:
@@ -1010,6 +1040,9 @@ class Plan:
         for i in turn:
             self.info[i].fixed = Form("dropped", 0, 0.0, None, reason=why)
         return True
+
+    def _per_token(self, i: int) -> float:
+        return self.info[i].value / max(1, self.info[i].tokens)
 
     def _item_floor(self, item: list[int]) -> int:
         """The least an item costs with its must-keep units as they are fixed (without the
@@ -1084,7 +1117,7 @@ class Plan:
 
         def worth(k: int) -> tuple[float, int]:
             item = self.items[k]
-            value = sum(choice[i].share * self.info[i].value for i in item)
+            value = sum(self._value(i, choice[i]) for i in item)
             return value / max(1, sum(choice[i].cost for i in item)), k
 
         order = sorted(
@@ -1207,6 +1240,7 @@ class Plan:
             self.choice = {
                 i: Form("kept", info.tokens, 1.0, info.unit) for i, info in enumerate(self.info)
             }
+            self.planned = self.choice
         before_by: Counter = Counter()
         after_by: Counter = Counter()
         records = []
@@ -1233,6 +1267,7 @@ class Plan:
                     info.scores,
                     info.must_keep or info.forced,
                     f.reason,
+                    info.error_floor,
                 )
             )
         return CompressionResult(
@@ -1246,7 +1281,7 @@ class Plan:
             target=self.costs.target,
             warnings=list(self.warnings),
             value_before=sum(info.value for info in self.info),
-            value_after=sum(info.value * self.choice[i].share for i, info in enumerate(self.info)),
+            value_after=sum(self._value(i, self.planned[i]) for i in range(len(self.info))),
         )
 
 

@@ -45,8 +45,9 @@ class CompressedBlock:
 
 
 def default_compressor() -> SemanticCompressor:
-    """The proxy's compressor: it degrades must-keep units rather than fail a live request."""
-    return SemanticCompressor(config=CompressorConfig(on_must_keep_overflow="summarize_largest"))
+    """The proxy's compressor: it degrades must-keep units rather than fail a live request
+    (the default overflow policy: the least value per token first, each change recorded)."""
+    return SemanticCompressor(config=CompressorConfig(on_must_keep_overflow="summarize"))
 
 
 def message_tokens(api: str, message: dict[str, Any], counter: TokenCounter) -> int:

@@ -373,6 +373,20 @@ def error_excerpt(text: str, limit: int = MAX_ERROR_LINES) -> str:
     return "\n".join(out)
 
 
+def first_line_excerpt(text: str) -> str:
+    """An error that names no error line (a cancelled call, "Skipping edits to x"): its first
+    line, gaps marked; "" for a blank text."""
+    lines = text.split("\n")
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is None:
+        return ""
+    out = [f"[... {first} lines]"] if first else []
+    out.append(_cut_to(lines[first], ERROR_LINE_CHARS))
+    if len(lines) - 1 > first:
+        out.append(f"[... {len(lines) - 1 - first} lines]")
+    return "\n".join(out)
+
+
 def _cut_to(line: str, n: int) -> str:
     return line if len(line) <= n else line[:n] + " ..."
 
@@ -402,6 +416,7 @@ __all__ = [
     "duplicate_note",
     "error_excerpt",
     "error_lines",
+    "first_line_excerpt",
     "is_error_line",
     "is_identity_key",
     "is_phase_boundary",
