@@ -705,10 +705,10 @@ class Plan:
         u, n = info.unit, info.tokens
         forms = [Form("kept", n + info.opening, 1.0, u)]
         if u.kind != "thinking" and not u.extra.get("media_tokens"):
-            if u.kind == "tool_call" or (
-                info.scores.get("code", 0.0) >= 0.2 and u.kind != "thinking"
-            ):
+            if u.kind == "tool_call" or info.scores.get("code", 0.0) >= 0.2:
                 self._add(forms, info, i, st.preserve_structure(u), "restructured", 0)
+                if u.kind != "tool_call" and forms[-1].action == "restructured":
+                    forms += self._fuller_structures(info, forms[-1])
             if u.kind != "tool_call" or st.long_values(u.text):
                 forms += self._summary_forms(info)
             note = self._note(info)
@@ -735,6 +735,30 @@ class Plan:
             return info.value * form.share
         cap = RENDITION_DENSITY * info.density * max(0, form.cost - info.opening)
         return min(info.value * form.share, cap)
+
+    def _fuller_structures(self, info: Info, base: Form) -> list[Form]:
+        """The outline with more of each body back (its first 2, 4, 8, ... lines): steps
+        between the outline's share and verbatim, by the square root of the share of the extra
+        tokens, that the allocator can stop at (so that code fills a limit)."""
+        out: list[Form] = []
+        n, c0 = info.tokens + info.opening, base.cost
+        last = base.unit.text if base.unit is not None else ""
+        head = 2
+        while head < 4096:
+            text = st.preserve_structure(info.unit, head)
+            head = int(head * 1.5) + 1
+            if text == last:
+                continue
+            new = rewrite(info.unit, text, STRATEGY_OF["restructured"])
+            cost = self._cost(info, new) + info.opening
+            if cost >= 0.97 * n:
+                break
+            if cost <= (out[-1].cost if out else c0) * 1.05:
+                continue  # too close to the last step to be worth one
+            share = base.share + (1 - base.share) * ((cost - c0) / (n - c0)) ** 0.5
+            out.append(Form("restructured", cost, share, new))
+            last = text
+        return out
 
     def _cost(self, info: Info, unit: Unit) -> int:
         """A rendition's own cost as sent (without the opening it may be charged)."""
@@ -1290,7 +1314,8 @@ STRATEGY_OF = {"restructured": "preserve_structure", "summarized": "summarize", 
 
 def _order(f: Form) -> int:
     """A rendition's place from dropped (0) to verbatim, summaries by length."""
-    return RANK[f.action] * 1_000_000 + (f.target if f.action == "summarized" else 0)
+    extent = f.target if f.action == "summarized" else f.cost if f.action == "restructured" else 0
+    return RANK[f.action] * 1_000_000_000 + extent
 
 
 def rewrite(unit: Unit, text: str, strategy: str) -> Unit:

@@ -67,15 +67,16 @@ _PHASE = re.compile(
 # --- preserve_structure -------------------------------------------------------------------
 
 
-def preserve_structure(unit: Unit) -> str:
-    """The unit's text with its code structure kept and its bodies shrunk (never longer)."""
+def preserve_structure(unit: Unit, head: int = 0) -> str:
+    """The unit's text with its code structure kept and its bodies shrunk (never longer);
+    `head` keeps the first lines of each body it elides (a tool call's input ignores it)."""
     text = unit.text
     if unit.kind == "tool_call":
         out = _shrink_call(text)
     elif not _LINENO.match(text) and re.search(r"^[ \t]*```", text, re.M):
-        out = _shrink_fenced(text)
+        out = _shrink_fenced(text, head)
     else:
-        out = shrink_code(text)
+        out = shrink_code(text, head)
     return out if len(out) < len(text) else text
 
 
@@ -85,13 +86,14 @@ def is_identity_key(key: str) -> bool:
     return any(w.lower() in IDENTITY_WORDS for w in _KEY_WORD.findall(key))
 
 
-def shrink_code(text: str) -> str:
-    """A diff keeps headers and changed lines; other code keeps its outline."""
+def shrink_code(text: str, head: int = 0) -> str:
+    """A diff keeps headers and changed lines; other code keeps its outline (and the first
+    `head` lines of each body it elides)."""
     lines = text.split("\n")
     diff_lines = sum(1 for ln in lines if ln[:1] in "+-@" and ln.strip())
     if diff_lines >= max(2, len(lines) // 4) and any(_DIFF_KEEP.match(ln) for ln in lines[:50]):
-        return _elide(lines, lambda ln: bool(_DIFF_KEEP.match(ln)))
-    return _elide(lines, _is_outline_line)
+        return _elide(lines, lambda ln: bool(_DIFF_KEEP.match(ln)), head)
+    return _elide(lines, _is_outline_line, head)
 
 
 def _is_outline_line(line: str) -> bool:
@@ -106,12 +108,16 @@ def _is_outline_line(line: str) -> bool:
     return not body[:1].isspace() and body.strip() not in ("}", "};", ")", "]", "end", "});")
 
 
-def _elide(lines: list[str], keep: Any) -> str:
-    """Keep lines where `keep(line)`; replace runs of other lines with one marker line."""
+def _elide(lines: list[str], keep: Any, head: int = 0) -> str:
+    """Keep lines where `keep(line)`; replace runs of other lines with one marker line (after
+    their first `head` lines)."""
     out: list[str] = []
     run: list[str] = []
 
     def flush() -> None:
+        if head and len(run) >= MIN_ELIDED + head:
+            out.extend(_cut(ln) for ln in run[:head] if not _blank_or_comment(ln))
+            del run[:head]
         if len(run) < MIN_ELIDED:
             out.extend(_cut(ln) for ln in run if not _blank_or_comment(ln))
         else:
@@ -144,7 +150,7 @@ def _cut(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ..."
 
 
-def _shrink_fenced(text: str) -> str:
+def _shrink_fenced(text: str, head: int = 0) -> str:
     """Prose stays; the code inside ``` fences is shrunk (an unclosed fence runs to the end)."""
     out: list[str] = []
     code: list[str] = []
@@ -152,7 +158,7 @@ def _shrink_fenced(text: str) -> str:
     for line in text.split("\n"):
         if _FENCE.match(line):
             if inside:
-                out.append(shrink_code("\n".join(code)))
+                out.append(shrink_code("\n".join(code), head))
                 code.clear()
             inside = not inside
             out.append(line)
@@ -161,7 +167,7 @@ def _shrink_fenced(text: str) -> str:
         else:
             out.append(line)
     if code:
-        out.append(shrink_code("\n".join(code)))
+        out.append(shrink_code("\n".join(code), head))
     return "\n".join(out)
 
 
