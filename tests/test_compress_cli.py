@@ -205,3 +205,21 @@ def test_help_lists_the_output_formats(capsys) -> None:
     text = capsys.readouterr().out
     assert "{normalized,anthropic,openai}" in text and "--llm-model" in text
     assert "classifier model directory" in text and "JSON Lines" in text
+
+
+def test_a_tiny_session_beside_others_is_left_out_with_a_line(tmp_path, capsys) -> None:
+    """A share of a session of a few tokens holds no message: that session is left out (said
+    in one line), the others are written; alone, it is an error."""
+    tiny = {"id": "t:0", "session_id": "t", "index": 0, "role": "user", "kind": "text",
+            "text": "ok", "category": "acknowledgment"}  # fmt: skip
+    both = tmp_path / "two.jsonl"
+    both.write_text(NORMALIZED.read_text() + json.dumps(tiny) + "\n")
+    out = tmp_path / "bodies"
+    rc, stdout, stderr = run(capsys, both, "--limit", "30%", "--to", "anthropic", "-o", f"{out}/")
+    assert rc == 0
+    assert len(list(out.glob("*.json"))) == 1
+    assert "session t: nothing is left under the limit" in stdout + stderr
+    alone = tmp_path / "tiny.jsonl"
+    alone.write_text(json.dumps(tiny) + "\n")
+    rc, _, stderr = run(capsys, alone, "--limit", "30%", "--to", "anthropic")
+    assert rc == 1 and "nothing is left under the limit" in stderr

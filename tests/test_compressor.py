@@ -510,13 +510,14 @@ def test_last_turn_thinking_is_never_changed() -> None:
     assert "s:1" not in out or out["s:1"].text == units[1].text  # verbatim or dropped whole
 
 
-def test_repeated_call_ids_pair_in_order_and_render_valid() -> None:
+@pytest.mark.parametrize("cid", ["x", "call_" + "9" * 70])  # the APIs cut ids at 64 characters
+def test_repeated_call_ids_pair_in_order_and_render_valid(cid: str) -> None:
     units = [
         unit(0, "requirement", "Run the tests twice.", "user"),
-        unit(1, "status", '{"command":"pytest"}', "assistant", "tool_call", tool_name="Bash", call_id="x"),
-        unit(2, "tool_output", "first run: 3 passed\n" + "ok\n" * 200, "tool", "tool_result", tool_name="Bash", call_id="x"),
-        unit(3, "status", '{"command":"pytest -x"}', "assistant", "tool_call", tool_name="Bash", call_id="x"),
-        unit(4, "tool_output", "second run: 3 passed\n" + "ok\n" * 200, "tool", "tool_result", tool_name="Bash", call_id="x"),
+        unit(1, "status", '{"command":"pytest"}', "assistant", "tool_call", tool_name="Bash", call_id=cid),
+        unit(2, "tool_output", "first run: 3 passed\n" + "ok\n" * 200, "tool", "tool_result", tool_name="Bash", call_id=cid),
+        unit(3, "status", '{"command":"pytest -x"}', "assistant", "tool_call", tool_name="Bash", call_id=cid),
+        unit(4, "tool_output", "second run: 3 passed\n" + "ok\n" * 200, "tool", "tool_result", tool_name="Bash", call_id=cid),
     ]  # fmt: skip
     assert pair_links(units) == {1: 2, 2: 1, 3: 4, 4: 3}
     for limit in (10**6, sent(units) // 2, 60):

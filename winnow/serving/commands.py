@@ -194,10 +194,18 @@ def _run_compress(args: argparse.Namespace) -> int:
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
         if not results[-1][2].units:
-            return _fail(
+            message = (
                 f"session {sid}: nothing is left under the limit of {limit:,} tokens, and an "
                 "empty request is no request (raise --limit)"
             )
+            if len(sessions) == 1:
+                return _fail(message)
+            # one of several: a session of a few tokens (a share of it holds no message) is
+            # left out with a line saying so; the others are written
+            results.pop()
+            report.problems.append(f"{path}: {message}; left out")
+    if not results:
+        return _fail(f"{path}: nothing is left under the limit in any session (raise --limit)")
 
     written = _write(args, results, out_path)
     if args.manifest:

@@ -435,7 +435,8 @@ def _unique_ids(msgs: list[_Msg]) -> None:
             if b.kind in ("tool_use", "server_use"):
                 if b.id in seen:
                     seen[b.id] += 1
-                    new = f"{b.id}_{seen[b.id]}"[:64]
+                    suffix = f"_{seen[b.id]}"  # within the APIs' 64 characters
+                    new = b.id[: 64 - len(suffix)] + suffix
                     log.warning("duplicate tool call id %r renamed %r", b.id, new)
                     pending[b.id] = new
                     m.blocks[i] = _renamed(b, new)
