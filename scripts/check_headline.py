@@ -46,6 +46,8 @@ def main() -> int:
     counter = default_token_counter()
     files = [f for f in iter_files([args.traces]) if f.stat().st_size and detect_format(f)]
     failures: list[str] = []
+    left_out: list[str] = []
+    under: list[str] = []
     shares: list[float] = []
     sessions = 0
     start = time.perf_counter()
@@ -59,8 +61,10 @@ def main() -> int:
             argv = ["compress", str(f), "--limit", args.limit, "--to", "anthropic", "-o"]
             argv += [str(out) + ("/" if several else "")] + ([] if args.no_cache else ["--cache"])
             err = io.StringIO()
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            out_text = io.StringIO()
+            with contextlib.redirect_stdout(out_text), contextlib.redirect_stderr(err):
                 rc = cli(argv)
+            said = err.getvalue() + out_text.getvalue()
             if rc != 0:
                 failures.append(f"{f}: exit {rc}: {err.getvalue().strip().splitlines()[-1:]}")
                 continue
@@ -68,7 +72,10 @@ def main() -> int:
                 name = re.sub(r"[^A-Za-z0-9._-]+", "_", sid).strip("._") or "session"
                 body_path = out / f"{name}.json" if several else out
                 if not body_path.is_file():
-                    failures.append(f"{f} [{sid}]: no body written")
+                    if f"session {sid}: nothing is left under the limit" in said:
+                        left_out.append(f"{f} [{sid}]")  # a few tokens: said, and left out
+                    else:
+                        failures.append(f"{f} [{sid}]: no body written")
                     continue
                 sessions += 1
                 body = json.loads(body_path.read_text())
@@ -81,6 +88,8 @@ def main() -> int:
                 if sent > limit:
                     failures.append(f"{f} [{sid}]: {sent:,} tokens over the limit {limit:,}")
                 shares.append(sent / limit)
+                if sent < 0.9 * limit:
+                    under.append(f"{f} [{sid}]: {sent:,} of {limit:,} tokens ({sent / limit:.0%})")
     shares.sort()
     print(
         f"{len(files)} files, {sessions} sessions, --limit {args.limit}"
@@ -89,6 +98,10 @@ def main() -> int:
     )
     for line in failures:
         print("  " + line)
+    if left_out:
+        print(f"{len(left_out)} session(s) of a few tokens left out, each with a line saying so:")
+        for line in left_out:
+            print("  " + line)
     if shares:
         below = sum(s < 0.9 for s in shares)
         print(
@@ -96,6 +109,8 @@ def main() -> int:
             f"{shares[len(shares) // 2]:.1%}; {below} session(s) under 90% "
             f"(sessions already under the limit are sent whole)"
         )
+        for line in under:
+            print("  " + line)
     return 1 if failures else 0
 
 

@@ -193,10 +193,10 @@ def _run_compress(args: argparse.Namespace) -> int:
             )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
-        if not results[-1][2].units:
+        if not any(u.role != "system" for u in results[-1][2].units):
             message = (
-                f"session {sid}: nothing is left under the limit of {limit:,} tokens, and an "
-                "empty request is no request (raise --limit)"
+                f"session {sid}: nothing is left under the limit of {limit:,} tokens but the "
+                "system prompt, and a request without a message is no request (raise --limit)"
             )
             if len(sessions) == 1:
                 return _fail(message)
