@@ -570,6 +570,7 @@ class Info:
     # holds them beside the must-keep units
     error_floor: bool = False
     errors: str = ""  # its error lines (an error that names none: its first line)
+    weighted: list[tuple[float, str]] | None = None  # see Plan._weighted
     forms: list[Form] = field(default_factory=list)
 
 
@@ -645,7 +646,10 @@ class Plan:
                 paired=paired,
                 leading=i < leading,
             )
-            info.errors = st.error_excerpt(u.text) if u.kind != "tool_call" else ""
+            # error lines are looked for where errors are: tool output, and any unit the
+            # classifier gives some chance of being one
+            if u.kind == "tool_result" or scores.get("error", 0.0) >= 0.05 or cat == "error":
+                info.errors = st.error_excerpt(u.text)
             # an error by its category (more likely than not), by the tool's own word, or by
             # an error line in a tool's output
             likely = cat == "error" or scores.get("error", 0.0) >= 0.5
@@ -692,12 +696,20 @@ class Plan:
                 boost[i] *= c.working_set_boost
         return boost
 
+    def _weighted(self, info: Info) -> list[tuple[float, str]]:
+        """(probability x weight, category) of the unit's scores (the weights of its value)."""
+        if info.weighted is None:
+            w = self.config.weights
+            pairs = [(p * w.get(k, 0.0), k) for k, p in info.scores.items() if k in SHARES]
+            total = sum(a for a, _k in pairs)
+            # a category under 1% of the unit's weight changes no share that matters
+            info.weighted = [(a, k) for a, k in pairs if a > 0.01 * total] or [(1.0, info.category)]
+        return info.weighted
+
     def _shares(self, info: Info, col: int) -> float:
         """The probability-weighted share of the unit's value a rendition keeps (SHARES col)."""
-        w = self.config.weights
-        num = sum(p * w.get(k, 0.0) * SHARES[k][col] for k, p in info.scores.items() if k in SHARES)
-        den = sum(p * w.get(k, 0.0) for k, p in info.scores.items() if k in SHARES)
-        return num / den if den else SHARES[info.category][col]
+        pairs = self._weighted(info)
+        return sum(a * SHARES[k][col] for a, k in pairs) / sum(a for a, _k in pairs)
 
     def _forms(self, i: int) -> list[Form]:
         """Every rendition of unit i, verbatim first, dropped last."""
@@ -739,25 +751,32 @@ class Plan:
     def _fuller_structures(self, info: Info, base: Form) -> list[Form]:
         """The outline with more of each body back (its first 2, 4, 8, ... lines): steps
         between the outline's share and verbatim, by the square root of the share of the extra
-        tokens, that the allocator can stop at (so that code fills a limit)."""
+        tokens, that the allocator can stop at (so that code fills a limit). Their costs come
+        from each line's count (the text is written only for the step chosen)."""
+        text = info.unit.text
+        if base.unit is None or st.is_fenced(text):
+            return []
+        lines, keep = st.outline(text)
+        count = self.costs.counter.count
+        runs: list[list[int]] = []  # the token counts of each elided run's lines, in order
+        for k, line in enumerate(lines):
+            if keep[k] or k == 0:
+                runs.append([])
+            elif runs:
+                runs[-1].append(count(line[: st.MAX_LINE_CHARS]) + 1)
+        runs = [r for r in runs if len(r) >= st.MIN_ELIDED]
         out: list[Form] = []
         n, c0 = info.tokens + info.opening, base.cost
-        last = base.unit.text if base.unit is not None else ""
         head = 2
-        while head < 4096:
-            text = st.preserve_structure(info.unit, head)
-            head = int(head * 1.5) + 1
-            if text == last:
-                continue
-            new = rewrite(info.unit, text, STRATEGY_OF["restructured"])
-            cost = self._cost(info, new) + info.opening
+        while runs and head < 4096:
+            extra = sum(sum(r[:head]) for r in runs if len(r) >= st.MIN_ELIDED + head)
+            cost = c0 + extra
             if cost >= 0.97 * n:
                 break
-            if cost <= (out[-1].cost if out else c0) * 1.05:
-                continue  # too close to the last step to be worth one
-            share = base.share + (1 - base.share) * ((cost - c0) / (n - c0)) ** 0.5
-            out.append(Form("restructured", cost, share, new))
-            last = text
+            if extra and cost > (out[-1].cost if out else c0) * 1.05:
+                share = base.share + (1 - base.share) * (extra / (n - c0)) ** 0.5
+                out.append(Form("restructured", cost, share, None, target=head))
+            head = head * 2
         return out
 
     def _cost(self, info: Info, unit: Unit) -> int:
@@ -790,14 +809,9 @@ class Plan:
     def _summary_share(self, info: Info, target: int) -> float:
         """The share of a unit's value a summary of `target` tokens keeps (see SHARES): what
         its note keeps (a summary holds the error lines a note would) and part of the rest."""
-        w = self.config.weights
         r = min(1.0, max(0, target) / max(1, info.tokens))
-        num = den = 0.0
-        for k, p in info.scores.items():
-            if k in SHARES:
-                num += p * w.get(k, 0.0) * r ** SHARES[k][1]
-                den += p * w.get(k, 0.0)
-        rest = num / den if den else r ** SHARES[info.category][1]
+        pairs = self._weighted(info)
+        rest = sum(a * r ** SHARES[k][1] for a, k in pairs) / sum(a for a, _k in pairs)
         note = self._shares(info, 3 if info.errors else 2)
         return note + (1 - note) * rest
 
@@ -1209,6 +1223,14 @@ class Plan:
             self._summaries[i, choice[i].target] = text
         fresh = []
         for i, f in choice.items():
+            if f.action == "restructured" and f.unit is None:  # a fuller outline: its text now
+                info = self.info[i]
+                new = rewrite(
+                    info.unit, st.preserve_structure(info.unit, f.target), "preserve_structure"
+                )
+                choice[i] = dataclasses.replace(
+                    f, unit=new, cost=self._cost(info, new) + info.opening
+                )
             if f.action == "summarized" and f.unit is None:
                 info = self.info[i]
                 text = self._summaries[i, f.target]
@@ -1315,6 +1337,7 @@ STRATEGY_OF = {"restructured": "preserve_structure", "summarized": "summarize", 
 def _order(f: Form) -> int:
     """A rendition's place from dropped (0) to verbatim, summaries by length."""
     extent = f.target if f.action == "summarized" else f.cost if f.action == "restructured" else 0
+    # (a fuller outline's `target` is the lines it keeps of each body: its cost orders it)
     return RANK[f.action] * 1_000_000_000 + extent
 
 

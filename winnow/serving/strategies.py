@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from winnow.data import cues
@@ -73,11 +74,16 @@ def preserve_structure(unit: Unit, head: int = 0) -> str:
     text = unit.text
     if unit.kind == "tool_call":
         out = _shrink_call(text)
-    elif not _LINENO.match(text) and re.search(r"^[ \t]*```", text, re.M):
+    elif is_fenced(text):
         out = _shrink_fenced(text, head)
     else:
         out = shrink_code(text, head)
     return out if len(out) < len(text) else text
+
+
+def is_fenced(text: str) -> bool:
+    """Prose with ``` code fences (not a numbered file view)."""
+    return not _LINENO.match(text) and re.search(r"^[ \t]*```", text, re.M) is not None
 
 
 def is_identity_key(key: str) -> bool:
@@ -89,11 +95,16 @@ def is_identity_key(key: str) -> bool:
 def shrink_code(text: str, head: int = 0) -> str:
     """A diff keeps headers and changed lines; other code keeps its outline (and the first
     `head` lines of each body it elides)."""
+    return _elide(*outline(text), head)
+
+
+def outline(text: str) -> tuple[list[str], list[bool]]:
+    """The lines of a code text and which of them are its structure (kept whole)."""
     lines = text.split("\n")
     diff_lines = sum(1 for ln in lines if ln[:1] in "+-@" and ln.strip())
     if diff_lines >= max(2, len(lines) // 4) and any(_DIFF_KEEP.match(ln) for ln in lines[:50]):
-        return _elide(lines, lambda ln: bool(_DIFF_KEEP.match(ln)), head)
-    return _elide(lines, _is_outline_line, head)
+        return lines, [bool(_DIFF_KEEP.match(ln)) for ln in lines]
+    return lines, [_is_outline_line(ln) for ln in lines]
 
 
 def _is_outline_line(line: str) -> bool:
@@ -108,8 +119,8 @@ def _is_outline_line(line: str) -> bool:
     return not body[:1].isspace() and body.strip() not in ("}", "};", ")", "]", "end", "});")
 
 
-def _elide(lines: list[str], keep: Any, head: int = 0) -> str:
-    """Keep lines where `keep(line)`; replace runs of other lines with one marker line (after
+def _elide(lines: list[str], keep: Sequence[bool], head: int = 0) -> str:
+    """Keep the lines `keep` marks; replace runs of other lines with one marker line (after
     their first `head` lines)."""
     out: list[str] = []
     run: list[str] = []
@@ -129,7 +140,7 @@ def _elide(lines: list[str], keep: Any, head: int = 0) -> str:
         run.clear()
 
     for i, line in enumerate(lines):
-        if keep(line) or i == 0:
+        if keep[i] or i == 0:
             if run:
                 flush()
             out.append(_cut(line))
@@ -261,19 +272,7 @@ def _changed(new: str, old: str) -> str:
     if len(lines) <= HEAD_LINES + MIN_ELIDED:
         return new
     before = set(old.split("\n"))
-    keep = set(range(HEAD_LINES)) | {i for i, ln in enumerate(lines) if ln not in before}
-    return _elide(lines, _IndexKeep(lines, keep))
-
-
-class _IndexKeep:
-    """`keep` predicate over line positions (lines may repeat, so test by position)."""
-
-    def __init__(self, lines: list[str], keep: set[int]):
-        self._iter = iter(range(len(lines)))
-        self._keep = keep
-
-    def __call__(self, _line: str) -> bool:
-        return next(self._iter) in self._keep
+    return _elide(lines, [i < HEAD_LINES or ln not in before for i, ln in enumerate(lines)])
 
 
 def _compact_json(value: Any) -> str:
@@ -341,10 +340,22 @@ ERROR_LINE_CHARS = 300  # ...each cut to this length (the summarizer cuts lines 
 _MORE_ERRORS = re.compile(r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|Exception): ")
 
 
+# A word every error line the cues know holds (or a `file:line:col: ` position): the cheap
+# test that spares the cues' patterns the lines that cannot match them.
+_ERROR_WORDS = (
+    "err", "fail", "exception", "traceback", "exit", "denied", "not found", "no such",
+    "cannot", "reject", "panic", "fatal", "undefined", "not used", "proceed", "syntax",
+)  # fmt: skip
+_POSITION = re.compile(r":\d+:\d+: ")
+_MAYBE_ERROR = re.compile(
+    "(?i:" + "|".join(map(re.escape, _ERROR_WORDS)) + ")|" + _POSITION.pattern
+)
+
+
 def is_error_line(line: str) -> bool:
     """Whether one line reports an error (looked at up to ERROR_LINE_CHARS)."""
     head = line[:ERROR_LINE_CHARS]
-    return bool(head.strip()) and (
+    return _MAYBE_ERROR.search(head) is not None and (
         cues.has_error_signal(head) or _MORE_ERRORS.search(head) is not None
     )
 
@@ -353,13 +364,35 @@ def error_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[int]:
     """Positions (in `text.split("\\n")`) of the lines that report an error: a traceback
     header, an exception, a failing test, a non-zero exit, a rejected tool call. Each line is
     tested on its own (the cues' patterns may run across lines)."""
-    out = []
-    for i, line in enumerate(text.split("\n")):
-        if is_error_line(line):
-            out.append(i)
+    low = text.lower()
+    if len(low) != len(text):  # a letter whose lower case is longer: the slow, sure way
+        return [i for i, ln in enumerate(text.split("\n")) if is_error_line(ln)][:limit]
+    starts: set[int] = set()  # where the lines a cheap test flags start
+    for finder in [partial(low.find, w) for w in _ERROR_WORDS] + [_position_finder(text)]:
+        i = finder(0)
+        while i >= 0:
+            starts.add(text.rfind("\n", 0, i) + 1)
+            end = text.find("\n", i)
+            i = finder(end + 1) if end >= 0 else -1
+    out: list[int] = []
+    line_no, seen = 0, 0  # the line number at offset `seen`
+    for start in sorted(starts):
+        line_no += text.count("\n", seen, start)
+        seen = start
+        end = text.find("\n", start)
+        if is_error_line(text[start : end if end >= 0 else len(text)]):
+            out.append(line_no)
             if len(out) >= limit:
                 break
     return out
+
+
+def _position_finder(text: str) -> Callable[[int], int]:
+    def find(pos: int) -> int:
+        m = _POSITION.search(text, pos)
+        return m.start() if m else -1
+
+    return find
 
 
 def error_excerpt(text: str, limit: int = MAX_ERROR_LINES) -> str:
@@ -424,10 +457,12 @@ __all__ = [
     "error_lines",
     "first_line_excerpt",
     "is_error_line",
+    "is_fenced",
     "is_identity_key",
     "is_phase_boundary",
     "long_values",
     "omitted_note",
+    "outline",
     "phase_note",
     "preserve_structure",
     "result_note",
