@@ -12,6 +12,8 @@ _EXPORTS = {
     "ImportanceClassifier": "winnow.serving.classifier",
     "Prediction": "winnow.serving.classifier",
     "default_model_path": "winnow.serving.classifier",
+    "ModelError": "winnow.serving.classifier",
+    "SessionClassifier": "winnow.serving.session",
     "SemanticCompressor": "winnow.serving.compressor",
     "CompressionResult": "winnow.serving.compressor",
     "CompressorConfig": "winnow.serving.compressor",
