@@ -18,12 +18,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from winnow.classifier.features import N_FEATURES, Context, batch_features, unit_features
+from winnow.classifier.features import (
+    FEATURE_NAMES,
+    N_FEATURES,
+    Context,
+    batch_features,
+    unit_features,
+)
 from winnow.classifier.ngrams import BagInputs, BagSpec, Hasher, group_weights
 from winnow.data.schema import Unit
 
 N_DENSE = 3 * N_FEATURES  # the unit's hand features, then its previous and next unit's
-_EMPTY = np.zeros(0, np.int64)
+# A neighbour's features are its own, less those that depend on where it sits (position,
+# its own neighbours): the same in every view, and computable from the neighbour alone.
+NEIGHBOUR_MASK = np.array(
+    [
+        not (
+            n.startswith(("prev_", "next_"))
+            or n in ("rel_position", "first_in_session", "last_in_session")
+        )
+        for n in FEATURE_NAMES
+    ],
+    np.float32,
+)
 
 
 @dataclass
@@ -31,7 +48,7 @@ class _Seen:
     """What the next unit of a session needs of the one before it."""
 
     unit: Unit
-    features: np.ndarray
+    features: np.ndarray  # its hand features, masked as a neighbour's (NEIGHBOUR_MASK)
     prev_ids: np.ndarray  # its first words, salted as a previous unit
 
 
@@ -88,7 +105,7 @@ class BagEncoder:
             nxt if context else none,
         )
         zero = np.zeros((1, N_FEATURES), np.float32)
-        padded = np.concatenate([feats, zero])  # row -1: no neighbour
+        padded = np.concatenate([feats * NEIGHBOUR_MASK, zero])  # row -1: no neighbour
         if not context:
             prev, nxt = none, none
         bags.dense = np.concatenate([feats, padded[prev], padded[nxt]], axis=1)
@@ -111,7 +128,7 @@ class BagEncoder:
         dense[:N_FEATURES] = feats
         if seen is not None:
             dense[N_FEATURES : 2 * N_FEATURES] = seen.features
-        return ids, weights, dense, _Seen(unit, feats, as_prev)
+        return ids, weights, dense, _Seen(unit, feats * NEIGHBOUR_MASK, as_prev)
 
 
-__all__ = ["N_DENSE", "BagEncoder", "session_order"]
+__all__ = ["NEIGHBOUR_MASK", "N_DENSE", "BagEncoder", "session_order"]

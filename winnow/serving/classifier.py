@@ -290,9 +290,8 @@ class ImportanceClassifier:
         return self._predictions(probs[None])[0]
 
     def _bag_one(self, unit: Unit, context: Context | None) -> np.ndarray:
-        """The n-gram inputs of one unit. Its neighbours, when `context` names them, are
-        seen without their own context (pass whole sessions to `predict`, or use
-        `SessionClassifier`, for the exact session view)."""
+        """The n-gram inputs of one unit, its neighbours taken from `context`."""
+        from winnow.classifier.bag import NEIGHBOUR_MASK
         from winnow.classifier.ngrams import group_weights
 
         h = self.bag.hasher
@@ -311,7 +310,9 @@ class ImportanceClassifier:
                 other = as_unit(other)
                 ids = h.unit_ids(other.text or "", other.tool_name)
                 groups.append(ids[1] if side == "prev" else ids[2])
-                dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = unit_features(other)
+                dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = (
+                    unit_features(other) * NEIGHBOUR_MASK
+                )
         ids, weights = group_weights(groups)
         return self.run_bag(ids, weights, dense)
 

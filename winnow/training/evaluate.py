@@ -221,6 +221,7 @@ def evaluate_model(
     from winnow.data.labeling import Labeler
     from winnow.serving.classifier import ImportanceClassifier
 
+    clf = ImportanceClassifier.load(model)  # first: a bad model is the error to report
     rows, name = load_split(data, split)
     hand = [bool(r.get("hand_label")) for r in rows]
     gold_kind = "hand" if any(hand) else "heuristic"
@@ -228,7 +229,6 @@ def evaluate_model(
     keep = [i for i, h in enumerate(hand) if h] if any(hand) else list(range(len(rows)))
     gold = [rows[i]["category"] for i in keep]
 
-    clf = ImportanceClassifier.load(model)
     preds = clf.predict_batch(rows, batch_size=batch_size)
     heuristic = [lu.category for lu in Labeler().label(rows)]
     report = EvalReport(split=name, gold=gold_kind, n=len(keep))
