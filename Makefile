@@ -16,7 +16,7 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 
 $(VENV)/.all: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[train,dev,llm,serve,ray,bench]"
+	$(BIN)/pip install -q -e ".[train,dev,llm,serve,ray,bench,cib]"
 	touch $@ $(VENV)/.base
 
 # The main job on the shipped default model: label every unit of a real transcript, then
