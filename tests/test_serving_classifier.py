@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from winnow.data.schema import CATEGORIES, Unit
+from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.classifier import (
     ImportanceClassifier,
     ModelError,
@@ -63,7 +63,13 @@ def test_predict_dicts_and_units(clf, rows):
         assert isinstance(p, Prediction) and p.category in CATEGORIES
         assert list(p.scores) == list(CATEGORIES)
         assert sum(p.scores.values()) == pytest.approx(1.0, abs=1e-4)
-        assert p.category == max(p.scores, key=p.scores.get)
+        # the argmax, or the likeliest must-keep category once they reach the threshold
+        tau = clf.manifest.calibration.must_keep_threshold
+        keep = {c: v for c, v in p.scores.items() if c in MUST_KEEP}
+        if tau is not None and sum(keep.values()) >= tau:
+            assert p.category in (max(p.scores, key=p.scores.get), max(keep, key=keep.get))
+        else:
+            assert p.category == max(p.scores, key=p.scores.get)
     units = [Unit.from_dict(r) for r in rows]
     assert [p.category for p in clf.predict(units)] == [p.category for p in preds]
 
@@ -159,7 +165,7 @@ def test_older_model_format_is_refused(tmp_path):
     config["format_version"] = 1
     (model / "config.json").write_text(json.dumps(config))
     write_checksums(model)
-    with pytest.raises(ModelError, match="model format v1, but this winnow reads v2; rebuild"):
+    with pytest.raises(ModelError, match="model format v1, but this winnow reads v2, v3; rebuild"):
         ImportanceClassifier.load(model)
 
 

@@ -47,7 +47,7 @@ from winnow.classifier.manifest import (
     read_manifest,
     verify_checksums,
 )
-from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit, as_unit
+from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 
 DEFAULT_MODEL = "winnow-small"
 REQUIRED_FILES = ("model.onnx", "config.json")
@@ -64,6 +64,25 @@ class Prediction:
     @property
     def confidence(self) -> float:
         return self.scores[self.category]
+
+
+def to_unit(x: Unit | dict[str, Any]) -> Unit:
+    """A Unit from a Unit or a SCHEMA.md dict; fields a classifier does not need may be missing
+    (a lone `{"role", "kind", "text"}` is a unit of its own session at index 0)."""
+    if isinstance(x, Unit):
+        return x
+    get = x.get
+    return Unit(
+        id=str(get("id") or ""),
+        session_id=str(get("session_id") or ""),
+        index=int(get("index") or 0),
+        role=get("role") or "",
+        kind=get("kind") or "",
+        text=get("text") or "",
+        tool_name=get("tool_name"),
+        call_id=get("call_id"),
+        is_error=get("is_error"),
+    )
 
 
 def default_model_path() -> Path:
@@ -271,14 +290,14 @@ class ImportanceClassifier:
     ) -> np.ndarray:
         """The [len(units), N_FEATURES] hand features the network sees; each unit's session
         context (length, neighbours) is taken from `units` unless given."""
-        return batch_features([as_unit(u) for u in units], contexts)
+        return batch_features([to_unit(u) for u in units], contexts)
 
     def predict_one(
         self, unit: Unit | dict[str, Any], context: Context | None = None
     ) -> Prediction:
         """One unit, lowest latency. `context`: its session length and neighbours (None: it is
         the latest unit of its session, as in live use)."""
-        unit = as_unit(unit)
+        unit = to_unit(unit)
         if self.kind == "ngram":
             probs = self._bag_one(unit, context)
         else:
@@ -307,7 +326,7 @@ class ImportanceClassifier:
             1,
         ):
             if other is not None:
-                other = as_unit(other)
+                other = to_unit(other)
                 ids = h.unit_ids(other.text or "", other.tool_name)
                 groups.append(ids[1] if side == "prev" else ids[2])
                 dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = (
@@ -341,7 +360,7 @@ class ImportanceClassifier:
     ) -> list[Prediction]:
         """One Prediction per unit, in order. `online`: each unit sees only the units before
         it (what a live classifier can know); otherwise both sides."""
-        units = [as_unit(u) for u in units]
+        units = [to_unit(u) for u in units]
         if len(units) == 1 and not online:
             return [self.predict_one(units[0])]
         return self.predict_batch(units, batch_size, online=online)
@@ -364,7 +383,7 @@ class ImportanceClassifier:
         online: bool = False,
     ) -> np.ndarray:
         """[len(units), len(labels)] calibrated probabilities."""
-        units = [as_unit(u) for u in units]
+        units = [to_unit(u) for u in units]
         if not units:
             return np.zeros((0, len(self.labels)), np.float32)
         if self.kind == "ngram":
@@ -463,4 +482,5 @@ __all__ = [
     "Prediction",
     "default_model_path",
     "graph_inputs",
+    "to_unit",
 ]

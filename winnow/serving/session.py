@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from winnow.classifier.features import Context, unit_features
-from winnow.data.schema import Unit, as_unit
-from winnow.serving.classifier import ImportanceClassifier, Prediction
+from winnow.data.schema import Unit
+from winnow.serving.classifier import ImportanceClassifier, Prediction, to_unit
 
 # Sessions remembered at once; the least recently fed is forgotten first (its next unit is
 # then classified as the first of its session would be).
@@ -51,7 +51,7 @@ class SessionClassifier:
 
     def add(self, unit: Unit | dict[str, Any]) -> Prediction:
         """Classify the next unit of its session, seeing only the units fed before it."""
-        unit = as_unit(unit)
+        unit = to_unit(unit)
         clf = self.classifier
         sid = unit.session_id
         seen = self._state.pop(sid, None)

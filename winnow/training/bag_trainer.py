@@ -39,6 +39,10 @@ class BagTrainConfig:
     class_weight_power: float = 0.5  # class weight = (1 / frequency) ** power
     class_weight_cap: float = 4.0  # ... at most this many times the mean
     label_smoothing: float = 0.05
+    # Units without a hand label (teacher or heuristic targets) drawn afresh each epoch, at
+    # most: bounds an epoch's cost whatever the corpus size; hand-labelled units are all
+    # seen every epoch.
+    weak_per_epoch: int = 6000
     seed: int = 0
     threads: int = 1
 
@@ -100,10 +104,12 @@ class BagTrainer:
         inputs: BagInputs | Sequence[BagInputs],
         targets: np.ndarray,
         weights: np.ndarray,
+        hand: np.ndarray | None = None,
     ) -> BagClassifier:
         """Fit on `targets` [N, labels] at loss `weights` [N]. `inputs`: the units' inputs, or
         several views of them (same N, e.g. online and batch): each epoch a unit is seen in
-        one view drawn at random."""
+        one view drawn at random. `hand` [N] marks hand-labelled units (default: all); the
+        others are subsampled per epoch (`weak_per_epoch`)."""
         cfg = self.config
         views = [inputs] if isinstance(inputs, BagInputs) else list(inputs)
         both = concat_inputs(views) if len(views) > 1 else views[0]
@@ -121,6 +127,9 @@ class BagTrainer:
         class_w = np.minimum(class_w / class_w[mass > 0].mean(), cfg.class_weight_cap)
         unit_w = weights * (targets @ class_w)
         keep = np.flatnonzero(unit_w > 0)
+        hand = np.ones(n, bool) if hand is None else np.asarray(hand, bool)
+        strong, weak = keep[hand[keep]], keep[~hand[keep]]
+        per_epoch = len(strong) + min(len(weak), cfg.weak_per_epoch)
         # The embedding table's gradient is sparse (the rows a batch touched): SparseAdam
         # updates those rows only, ~20x faster per step than a dense AdamW over the table.
         dense_params = [p for n, p in model.named_parameters() if not n.startswith("bag.")]
@@ -128,7 +137,7 @@ class BagTrainer:
             torch.optim.SparseAdam(list(model.bag.parameters()), lr=cfg.lr),
             torch.optim.AdamW(dense_params, lr=cfg.lr, weight_decay=cfg.weight_decay),
         ]
-        steps = cfg.epochs * math.ceil(len(keep) / cfg.batch_size)
+        steps = cfg.epochs * math.ceil(per_epoch / cfg.batch_size)
         scheds = [
             torch.optim.lr_scheduler.LambdaLR(o, lambda s: max(0.0, 1 - s / max(1, steps)))
             for o in opts
@@ -137,7 +146,9 @@ class BagTrainer:
         w_all = torch.from_numpy(unit_w.astype(np.float32))
         for _ in range(cfg.epochs):
             model.train()
-            order = keep.copy()
+            drawn = list(weak)
+            rng.shuffle(drawn)
+            order = np.concatenate([strong, np.array(drawn[: cfg.weak_per_epoch], np.int64)])
             rng.shuffle(order)  # type: ignore[arg-type]
             view = np.array([rng.randrange(len(views)) for _ in range(len(order))], np.int64)
             for s in range(0, len(order), cfg.batch_size):

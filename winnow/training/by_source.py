@@ -154,7 +154,7 @@ class BagRecipe:
         rows = train[weights[train] > 0]
         views = (True, False)
         inputs = [data.inputs(v, self.context).subset(rows) for v in views]
-        model = BagTrainer(config).fit(inputs, targets[rows], weights[rows])
+        model = BagTrainer(config).fit(inputs, targets[rows], weights[rows], c.hand[rows])
         return {
             ("online" if v else "batch"): softmax(
                 predict_logits(model, data.inputs(v, self.context).subset(test))

@@ -237,7 +237,9 @@ def _run_ngram(args: argparse.Namespace) -> int:
             else:
                 y = corpus.one_hot()
             w = np.where(corpus.hand, 1.0, recipe.weak_weight).astype(np.float32)
-            model = BagTrainer(config).fit([data.inputs(True), data.inputs(False)], y, w)
+            model = BagTrainer(config).fit(
+                [data.inputs(True), data.inputs(False)], y, w, corpus.hand
+            )
         calibration = Calibration(
             temperature=temperature,
             must_keep_threshold=threshold,

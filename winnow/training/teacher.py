@@ -128,7 +128,7 @@ class TeacherHead:
 
     @classmethod
     def fit(
-        cls, x: np.ndarray, y: np.ndarray, seed: int = 0, l2: float = 1e-3, steps: int = 300
+        cls, x: np.ndarray, y: np.ndarray, seed: int = 0, l2: float = 1e-2, steps: int = 100
     ) -> TeacherHead:
         import torch
         import torch.nn.functional as F
