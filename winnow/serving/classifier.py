@@ -327,8 +327,8 @@ class ImportanceClassifier:
         ):
             if other is not None:
                 other = to_unit(other)
-                ids = h.unit_ids(other.text or "", other.tool_name)
-                groups.append(ids[1] if side == "prev" else ids[2])
+                hashed = h.unit_ids(other.text or "", other.tool_name)
+                groups.append(hashed[1] if side == "prev" else hashed[2])
                 dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = (
                     unit_features(other) * NEIGHBOUR_MASK
                 )
@@ -383,12 +383,12 @@ class ImportanceClassifier:
         online: bool = False,
     ) -> np.ndarray:
         """[len(units), len(labels)] calibrated probabilities."""
-        units = [to_unit(u) for u in units]
-        if not units:
+        us = [to_unit(u) for u in units]
+        if not us:
             return np.zeros((0, len(self.labels)), np.float32)
         if self.kind == "ngram":
-            return self._bag_proba(units, batch_size, online)
-        return self._transformer_proba(units, batch_size, chunk, online)
+            return self._bag_proba(us, batch_size, online)
+        return self._transformer_proba(us, batch_size, chunk, online)
 
     def _bag_proba(self, units: list[Unit], batch_size: int, online: bool) -> np.ndarray:
         """Encoding is mostly Python (GIL-bound) and the network is ONNX Runtime (outside the

@@ -352,6 +352,7 @@ def _run_transformer(args: argparse.Namespace) -> int:
             if result is None or candidate.validation["macro_f1"] > result.validation["macro_f1"]:
                 result = candidate
         times["train"] = round(time.perf_counter() - t0, 1)
+        assert result is not None  # at least one seed ran
         stage = out.with_name(f".{out.name}.release")
         with _step(console, "export", times):
             result.save(
