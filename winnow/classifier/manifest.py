@@ -42,6 +42,9 @@ class Calibration:
 
     temperature: float = 1.0
     must_keep_threshold: float | None = None
+    # what the threshold is compared with: "mass" (the summed must-keep probability) or
+    # "ratio" (that sum over the likeliest other category's probability)
+    must_keep_rule: str = "mass"
     fitted_on: str = ""
     ece_before: float | None = None
     ece_after: float | None = None
@@ -198,10 +201,13 @@ def parse_manifest(d: Any, where: Path) -> Manifest:
         must_keep_threshold=None
         if threshold is None
         else cck.float_(cal_raw, "must_keep_threshold"),
+        must_keep_rule=cck.str_(cal_raw, "must_keep_rule", "mass"),
         fitted_on=cck.str_(cal_raw, "fitted_on", ""),
         ece_before=None if cal_raw.get("ece_before") is None else cck.float_(cal_raw, "ece_before"),
         ece_after=None if cal_raw.get("ece_after") is None else cck.float_(cal_raw, "ece_after"),
     )
+    if calibration.must_keep_rule not in ("mass", "ratio"):
+        raise cck.fail("must_keep_rule", "mass or ratio", calibration.must_keep_rule)
     prov_raw = ck.dict_(d, "provenance", {})
     pck = _Check(where)
     provenance = Provenance(

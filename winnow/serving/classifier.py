@@ -179,6 +179,7 @@ class ImportanceClassifier:
         self.threads = threads
         cal = manifest.calibration
         self.must_keep_threshold = cal.must_keep_threshold
+        self.must_keep_rule = cal.must_keep_rule
         self._keep = np.array([c in MUST_KEEP for c in self.labels])
         self._keep_idx = np.flatnonzero(self._keep)
         opts = ort.SessionOptions()
@@ -259,13 +260,18 @@ class ImportanceClassifier:
 
     def decide(self, probs: np.ndarray) -> np.ndarray:
         """Category index per row of [n, labels] probabilities: the argmax, or the likeliest
-        must-keep category when the must-keep probability reaches the model's threshold."""
+        must-keep category when the must-keep score reaches the model's threshold. The score
+        is the summed must-keep probability ("mass" rule) or that sum over the likeliest other
+        category's probability ("ratio")."""
         pred = probs.argmax(1)
         tau = self.must_keep_threshold
         if tau is None or not len(probs):
             return pred
         keep = self._keep_idx
-        flip = (probs[:, keep].sum(1) >= tau) & ~self._keep[pred]
+        score = probs[:, keep].sum(1)
+        if self.must_keep_rule == "ratio":
+            score = score / np.maximum(probs[:, ~self._keep].max(1), 1e-9)
+        flip = (score >= tau) & ~self._keep[pred]
         return np.where(flip, keep[probs[:, keep].argmax(1)], pred)
 
     def _predictions(self, probs: np.ndarray) -> list[Prediction]:

@@ -168,9 +168,14 @@ def bag_model_card(m: Manifest, metrics: dict[str, Any]) -> str:
             else ""
         ),
         (
-            f"- decision: a unit whose must-keep probabilities sum to at least "
-            f"{cal.must_keep_threshold:.3f} gets its likeliest must-keep category (the threshold "
-            "that kept the target must-keep recall on out-of-fold predictions)"
+            "- decision: the most probable category, unless the must-keep "
+            + (
+                "probabilities sum"
+                if cal.must_keep_rule == "mass"
+                else "probabilities, summed and divided by the likeliest other category's, come"
+            )
+            + f" to at least {cal.must_keep_threshold:.3f}: then the likeliest must-keep category "
+            "(the threshold that kept the target must-keep recall on out-of-fold predictions)"
             if cal.must_keep_threshold is not None
             else "- decision: the most probable category"
         ),

@@ -55,30 +55,46 @@ def calibrate(probs: np.ndarray, temperature: float) -> np.ndarray:
     return e / e.sum(1, keepdims=True)
 
 
-def fit_threshold(probs: np.ndarray, gold: np.ndarray, recall: float) -> float:
+RULES = ("mass", "ratio")
+
+
+def must_keep_score(probs: np.ndarray, rule: str = "mass") -> np.ndarray:
+    """How strongly each row leans must-keep: "mass", the summed must-keep probability;
+    "ratio", that sum over the likeliest other category's probability (a confident
+    boilerplate unit with 7% must-keep mass scores 0.1, an unsure status one 0.6)."""
+    mass = must_keep_probability(probs)
+    if rule == "mass":
+        return mass
+    if rule == "ratio":
+        return mass / np.maximum(probs[:, ~_KEEP].max(1), 1e-9)
+    raise ValueError(f"unknown must-keep rule {rule!r}; one of {', '.join(RULES)}")
+
+
+def fit_threshold(probs: np.ndarray, gold: np.ndarray, recall: float, rule: str = "mass") -> float:
     """The highest must-keep threshold at which `decide` keeps `recall` of the must-keep units."""
+    cap = 0.5 if rule == "mass" else 1.0
     gold_keep = _KEEP[gold]
     if not gold_keep.any():
-        return 0.5
-    p = must_keep_probability(probs)[gold_keep]
-    # A unit is called must-keep when argmax says so or its must-keep probability >= tau.
+        return cap
+    p = must_keep_score(probs, rule)[gold_keep]
+    # A unit is called must-keep when argmax says so or its must-keep score >= tau.
     argmax_keep = _KEEP[probs.argmax(1)][gold_keep]
     need = math.ceil(recall * len(p)) - int(argmax_keep.sum())
     if need <= 0:
-        return 0.5
+        return cap
     rest = np.sort(p[~argmax_keep])[::-1]
-    return float(min(0.5, rest[min(need, len(rest)) - 1]))
+    return float(min(cap, rest[min(need, len(rest)) - 1]))
 
 
-def decide(probs: np.ndarray, threshold: float | None) -> np.ndarray:
+def decide(probs: np.ndarray, threshold: float | None, rule: str = "mass") -> np.ndarray:
     """Category index per row: the argmax, or the likeliest must-keep category when the
-    must-keep probability reaches `threshold` (None: plain argmax)."""
+    must-keep score (`must_keep_score`) reaches `threshold` (None: plain argmax)."""
     pred = probs.argmax(1)
     if threshold is None:
         return pred
     keep_idx = np.flatnonzero(_KEEP)
     best_keep = keep_idx[probs[:, keep_idx].argmax(1)]
-    flip = (must_keep_probability(probs) >= threshold) & ~_KEEP[pred]
+    flip = (must_keep_score(probs, rule) >= threshold) & ~_KEEP[pred]
     return np.where(flip, best_keep, pred)
 
 
@@ -310,9 +326,11 @@ def _fmt(metric: str, v: float) -> str:
     return f"{v:.1%}" if metric == "must_keep_droppable" else f"{v:.3f}"
 
 
-def _score(gold: np.ndarray, probs: np.ndarray, threshold: float | None) -> dict[str, float]:
+def _score(
+    gold: np.ndarray, probs: np.ndarray, threshold: float | None, rule: str = "mass"
+) -> dict[str, float]:
     gold_names = [CATEGORIES[g] for g in gold]
-    pred = [CATEGORIES[p] for p in decide(probs, threshold)]
+    pred = [CATEGORIES[p] for p in decide(probs, threshold, rule)]
     m = classification_metrics(gold_names, pred)
     out = {k: m[k] for k in ("accuracy", "macro_f1", "must_keep_recall", "must_keep_droppable")}
     return out | probability_metrics(gold_names, probs)
@@ -324,6 +342,7 @@ def evaluate_by_source(
     seeds: Sequence[int] = (0,),
     must_keep_recall: float = 0.97,
     sources: Sequence[str] | None = None,
+    must_keep_rule: str = "mass",
     log: Callable[[str], None] = lambda s: None,
 ) -> BySourceReport:
     """Train each recipe once per held-out source and seed; score the held-out hand labels."""
@@ -369,8 +388,12 @@ def evaluate_by_source(
                 g_o = np.concatenate([gold[o] for o in others])
                 t = fit_temperature(np.log(np.clip(p_o, 1e-12, 1)), g_o)
                 cal = calibrate(by_src[s], t)
-                tau = fit_threshold(calibrate(p_o, t), g_o, must_keep_recall) if decided else None
-                m = _score(gold[s], cal, tau)
+                tau = (
+                    fit_threshold(calibrate(p_o, t), g_o, must_keep_recall, must_keep_rule)
+                    if decided
+                    else None
+                )
+                m = _score(gold[s], cal, tau, must_keep_rule)
                 m["ece_raw"] = probability_metrics([CATEGORIES[g] for g in gold[s]], by_src[s])[
                     "ece"
                 ]
@@ -392,7 +415,9 @@ def evaluate_by_source(
         all_g = np.concatenate([gold[s] for s in names])
         temps[key] = fit_temperature(np.log(np.clip(all_p, 1e-12, 1)), all_g)
         if decided:
-            thresholds[key] = fit_threshold(calibrate(all_p, temps[key]), all_g, must_keep_recall)
+            thresholds[key] = fit_threshold(
+                calibrate(all_p, temps[key]), all_g, must_keep_recall, must_keep_rule
+            )
     return BySourceReport(
         names,
         {s: len(f[1]) for s, f in folds.items()},

@@ -135,6 +135,12 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
         default=0.97,
         help="recall the must-keep threshold is fitted to (default: %(default)s)",
     )
+    g.add_argument(
+        "--must-keep-rule",
+        choices=("mass", "ratio"),
+        default="ratio",
+        help="what the threshold is compared with (see `winnow release`; default: %(default)s)",
+    )
 
 
 def _recipes(names: list[str], teacher: bool):
@@ -199,7 +205,9 @@ def _run_by_source(args: argparse.Namespace) -> int:
                 data.embeddings = encoder.embed([u.text or "" for u in corpus.units])
         except ValueError as e:
             return _fail("evaluate", str(e))
-    report = evaluate_by_source(data, recipes, seeds, args.must_keep_recall, log=err.log)
+    report = evaluate_by_source(
+        data, recipes, seeds, args.must_keep_recall, log=err.log, must_keep_rule=args.must_keep_rule
+    )
     report.print(Console(width=max(Console().width, 200)))
     if args.json:
         with open(args.json, "w") as f:

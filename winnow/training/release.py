@@ -84,6 +84,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="must-keep recall the decision threshold is fitted to on out-of-fold "
         "predictions (default: %(default)s)",
     )
+    p.add_argument(
+        "--must-keep-rule",
+        choices=("mass", "ratio"),
+        default="ratio",
+        help="what the threshold is compared with: the summed must-keep probability (mass) "
+        "or that sum over the likeliest other category's probability (default: %(default)s)",
+    )
 
 
 def _step(console, name: str, times: dict[str, float]):
@@ -210,7 +217,12 @@ def _run_ngram(args: argparse.Namespace) -> int:
         seeds = tuple(range(args.seed, args.seed + max(1, args.seeds)))
         with _step(console, "leave-one-source-out", times):
             by_source = evaluate_by_source(
-                data, [recipe], seeds, args.must_keep_recall, log=console.log
+                data,
+                [recipe],
+                seeds,
+                args.must_keep_recall,
+                log=console.log,
+                must_keep_rule=args.must_keep_rule,
             )
         # Calibration and threshold from every fold's out-of-fold predictions, both views.
         oof_p = np.concatenate(
@@ -225,7 +237,7 @@ def _run_ngram(args: argparse.Namespace) -> int:
         )
         temperature = fit_temperature(np.log(np.clip(oof_p, 1e-12, 1)), oof_g)
         cal_p = calibrate(oof_p, temperature)
-        threshold = fit_threshold(cal_p, oof_g, args.must_keep_recall)
+        threshold = fit_threshold(cal_p, oof_g, args.must_keep_recall, args.must_keep_rule)
         gold_names = [CATEGORIES[g] for g in oof_g]
         ece_before = probability_metrics(gold_names, oof_p)["ece"]
         ece_after = probability_metrics(gold_names, cal_p)["ece"]
@@ -243,6 +255,7 @@ def _run_ngram(args: argparse.Namespace) -> int:
         calibration = Calibration(
             temperature=temperature,
             must_keep_threshold=threshold,
+            must_keep_rule=args.must_keep_rule,
             fitted_on=f"leave-one-source-out predictions ({len(oof_g) // 2:,} hand-labelled "
             "units, batch and online views)",
             ece_before=round(ece_before, 4),
