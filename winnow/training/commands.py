@@ -122,7 +122,8 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
         "--recipes",
         default="ngram,transformer",
         help=f"comma-separated, of {', '.join(RECIPES)} (default: %(default)s; ngram and teacher "
-        "use --teacher's soft labels when given, else heuristic labels)",
+        "use --teacher's soft labels for units without a hand label when given, else hand "
+        "labels only)",
     )
     g.add_argument("--teacher", metavar="DIR", help="a local sentence-transformers model folder")
     g.add_argument(
@@ -132,13 +133,13 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--must-keep-recall",
         type=float,
-        default=0.97,
+        default=0.95,
         help="recall the must-keep threshold is fitted to (default: %(default)s)",
     )
     g.add_argument(
         "--must-keep-rule",
         choices=("mass", "ratio"),
-        default="ratio",
+        default="mass",
         help="what the threshold is compared with (see `winnow release`; default: %(default)s)",
     )
 
@@ -146,7 +147,7 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
 def _recipes(names: list[str], teacher: bool):
     from winnow.training.by_source import BagRecipe, TeacherRecipe, TransformerRecipe
 
-    weak = "teacher" if teacher else "heuristic"
+    weak = "teacher" if teacher else "gold"
     table = {
         "ngram": lambda: BagRecipe("ngram", targets=weak),
         "ngram-gold": lambda: BagRecipe("ngram-gold", targets="gold"),

@@ -80,14 +80,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--must-keep-recall",
         type=float,
-        default=0.97,
+        default=0.95,
         help="must-keep recall the decision threshold is fitted to on out-of-fold "
         "predictions (default: %(default)s)",
     )
     p.add_argument(
         "--must-keep-rule",
         choices=("mass", "ratio"),
-        default="ratio",
+        default="mass",
         help="what the threshold is compared with: the summed must-keep probability (mass) "
         "or that sum over the likeliest other category's probability (default: %(default)s)",
     )
@@ -212,7 +212,7 @@ def _run_ngram(args: argparse.Namespace) -> int:
         with _step(console, "encode", times):
             data.inputs(True)
             data.inputs(False)
-        targets = "teacher" if args.teacher else "heuristic"
+        targets = "teacher" if args.teacher else "gold"
         recipe = BagRecipe("ngram", config, targets=targets)
         seeds = tuple(range(args.seed, args.seed + max(1, args.seeds)))
         with _step(console, "leave-one-source-out", times):
