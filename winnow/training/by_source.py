@@ -154,23 +154,35 @@ class BagRecipe:
     weak_weight: float = 0.5
     threshold: bool = True
 
+    def training_targets(
+        self, data: Prepared, held_out: str, train: np.ndarray, seed: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(targets [N, labels], loss weights [N], sure [N]) for every unit of the corpus.
+        Sure units (hand labels, and the heuristic labels a tier-3 rule settled: a
+        housekeeping command, an empty result, a failed call, facts TAXONOMY.md states
+        outright) learn their label at full weight every epoch; the others learn the
+        teacher's probabilities or the heuristic label at `weak_weight`, or nothing."""
+        from winnow.data.labeling import LFS
+
+        c = data.corpus
+        rules = {f"lf:{f.name}" for f in LFS if f.tier == 3}
+        sure = c.hand | np.array([s in rules for s in c.label_source], bool)
+        targets = c.one_hot()
+        weights = np.where(sure, 1.0, 0.0 if self.targets == "gold" else self.weak_weight)
+        if self.targets == "teacher":
+            soft = data.teacher_probs(held_out, train, seed)
+            targets = np.where(sure[:, None], targets, soft)
+        return targets.astype(np.float32), weights.astype(np.float32), sure
+
     def fit_predict(self, data, held_out, train, test, seed):
         from winnow.training.bag_trainer import BagTrainConfig, BagTrainer, predict_logits, softmax
 
-        c = data.corpus
         config = replace(self.config or BagTrainConfig(), seed=seed)
-        targets = c.one_hot()
-        weights = np.where(c.hand, 1.0, 0.0).astype(np.float32)
-        if self.targets == "heuristic":
-            weights = np.where(c.hand, 1.0, self.weak_weight).astype(np.float32)
-        elif self.targets == "teacher":
-            soft = data.teacher_probs(held_out, train, seed)
-            targets = np.where(c.hand[:, None], targets, soft).astype(np.float32)
-            weights = np.where(c.hand, 1.0, self.weak_weight).astype(np.float32)
+        targets, weights, sure = self.training_targets(data, held_out, train, seed)
         rows = train[weights[train] > 0]
         views = (True, False)
         inputs = [data.inputs(v, self.context).subset(rows) for v in views]
-        model = BagTrainer(config).fit(inputs, targets[rows], weights[rows], c.hand[rows])
+        model = BagTrainer(config).fit(inputs, targets[rows], weights[rows], sure[rows])
         return {
             ("online" if v else "batch"): softmax(
                 predict_logits(model, data.inputs(v, self.context).subset(test))

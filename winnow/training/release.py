@@ -243,15 +243,8 @@ def _run_ngram(args: argparse.Namespace) -> int:
         ece_after = probability_metrics(gold_names, cal_p)["ece"]
         with _step(console, "train", times):
             everything = np.arange(len(corpus))
-            if args.teacher:
-                soft = data.teacher_probs("", everything, args.seed)
-                y = np.where(corpus.hand[:, None], corpus.one_hot(), soft).astype(np.float32)
-            else:
-                y = corpus.one_hot()
-            w = np.where(corpus.hand, 1.0, recipe.weak_weight).astype(np.float32)
-            model = BagTrainer(config).fit(
-                [data.inputs(True), data.inputs(False)], y, w, corpus.hand
-            )
+            y, w, sure = recipe.training_targets(data, "", everything, args.seed)
+            model = BagTrainer(config).fit([data.inputs(True), data.inputs(False)], y, w, sure)
         calibration = Calibration(
             temperature=temperature,
             must_keep_threshold=threshold,
