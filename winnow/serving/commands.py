@@ -18,10 +18,11 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--to",
         default="normalized",
+        metavar="|".join(FORMATS),  # checked in run: a bad value is a one-line error
         help="output: normalized JSONL (ids kept, source_ids/strategy on new units), an Anthropic "
         "Messages body, or an OpenAI chat body (default: %(default)s)",
     )
-    p.add_argument("-o", "--output", help="file to write (default: standard output)")
+    p.add_argument("-o", "--output", help="file to write, - or none for standard output")
     p.add_argument(
         "--cache",
         action="store_true",
@@ -30,7 +31,7 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default="claude-sonnet-4-6",
-        help="model whose minimum cacheable length --cache uses",
+        help="model whose minimum cacheable length --cache uses (default: %(default)s)",
     )
     p.add_argument(
         "--summarizer",
@@ -80,11 +81,13 @@ def _run_compress(args: argparse.Namespace) -> int:
 
     from winnow.data.readers import ReadReport, read_paths
     from winnow.data.writers import write_jsonl
-    from winnow.serving.cache import CacheAwareCompressor, CacheConfig
+    from winnow.serving.cache import CacheAwareCompressor, CacheAwareResult, CacheConfig
     from winnow.serving.compressor import CompressorConfig, MustKeepOverflow, SemanticCompressor
     from winnow.serving.render import to_anthropic, to_openai
     from winnow.serving.tokens import unit_tokens
 
+    if args.output == "-":  # standard output, as for every command
+        args.output = None
     if args.to not in FORMATS:
         return _fail(f"--to must be one of {', '.join(FORMATS)}, not {args.to!r}")
     try:
@@ -115,6 +118,7 @@ def _run_compress(args: argparse.Namespace) -> int:
     for sid, units in sessions.items():
         limit = count
         if limit is None:
+            assert share is not None  # _parse_limit gives one of the two
             before = sum(unit_tokens(u, compressor.counter) for u in units)
             limit = max(1, int(before * share))
         try:
@@ -134,7 +138,7 @@ def _run_compress(args: argparse.Namespace) -> int:
         else:
             for _sid, _limit, r in results:
                 # a body on its own: stub definitions of the tools its messages use
-                if cache is not None:
+                if isinstance(r, CacheAwareResult):
                     body = r.to_anthropic(True) if args.to == "anthropic" else r.to_openai(True)
                 elif args.to == "anthropic":
                     body = to_anthropic(r.units, tools=True)
@@ -143,8 +147,8 @@ def _run_compress(args: argparse.Namespace) -> int:
                 indent = 2 if len(results) == 1 else None  # several sessions: one body a line
                 fh.write(json.dumps(body, ensure_ascii=False, indent=indent) + "\n")
     console = Console(stderr=not args.output)
-    limit = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
-    _print_table(console, f"{len(results)} session(s), limit {limit}", results, compressor)
+    limits = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
+    _print_table(console, f"{len(results)} session(s), limit {limits}", results, compressor)
     if args.output:
         console.print(f"[bold green]wrote[/] {args.output}")
     for line in report.problems:

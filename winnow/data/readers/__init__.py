@@ -104,7 +104,7 @@ def read_paths(
                 if on_file:
                     on_file(f)
                 if f.stat().st_size and detect_format(f) is None:
-                    report.skip(f"not a transcript ({f.suffix or f.name})")
+                    report.skip_file(f, f"not a transcript ({f.suffix or f.name})")
                     continue
                 yield from read_file(f, report)
         else:
