@@ -28,7 +28,7 @@ def _text_of(content: Any) -> str:
 
 
 def to_units(api: str, messages: list[dict[str, Any]], session_id: str = "session") -> list[Unit]:
-    """One unit per text / thinking block, tool call and tool result (shared/SCHEMA.md)."""
+    """One unit per text / thinking block, tool call and tool result (docs/SCHEMA.md)."""
     units: list[Unit] = []
     names: dict[str, str] = {}
 
