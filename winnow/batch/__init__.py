@@ -1,1 +1,1 @@
-"""Batch scoring on local processes or Ray, the HTTP service, and benchmarks."""
+"""Batch scoring on local processes or Ray, and the HTTP service."""
