@@ -122,3 +122,42 @@ def test_missing_extra_is_one_line_naming_it(demo_session, tmp_path):
 def test_compress_help_lists_its_output_formats():
     text = SUBCOMMANDS["compress"].format_help()
     assert "--to normalized|anthropic|openai" in " ".join(text.split())
+
+
+def test_extract_names_every_skipped_file(fixtures, tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "session.jsonl").write_bytes((fixtures / "demo_session.jsonl").read_bytes())
+    for name in ("LICENSE", "notes.txt", "more.txt"):
+        (src / name).write_text("not a transcript\n")
+    assert main(["extract", str(src), "-o", str(tmp_path / "m.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "skipped 2 file(s), not a transcript (.txt):" in out
+    assert "skipped 1 file(s), not a transcript (LICENSE):" in out
+    for name in ("LICENSE", "notes.txt", "more.txt"):
+        assert str(src / name) in out
+
+
+def test_extract_to_stdout_keeps_the_summary_off_it(demo_session, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    run = subprocess.run(
+        [sys.executable, "-m", "winnow.cli", "extract", str(demo_session), "-o", "-"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    (tmp_path / "out.parquet").write_bytes(run.stdout)
+    ids = pq.read_table(tmp_path / "out.parquet").column("id").to_pylist()
+    assert ids == [u.id for u in read_paths([demo_session])]
+    assert b"wrote standard output" in run.stderr
+
+
+@pytest.mark.parametrize("command", ["score", "extract"])
+def test_a_job_that_read_nothing_writes_nothing(command, tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    out = tmp_path / "out.parquet"
+    assert main([command, str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "missing.jsonl: no such file" in captured.err + captured.out
+    assert list(tmp_path.iterdir()) == [], "no output, no temporary file"
