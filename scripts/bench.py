@@ -181,7 +181,7 @@ class Bench:
         import httpx
         import uvicorn
 
-        from winnow.batch.service import ServiceConfig, create_app
+        from winnow.serving.service import ServiceConfig, create_app
 
         convs = [self.units[i : i + 8] for i in range(0, len(self.units), 8)]  # 8-unit bodies
         bodies = [{"units": [u.to_dict() for u in c]} for c in convs]

@@ -14,9 +14,9 @@ import pytest
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 
-from winnow.batch.service import ServiceConfig, create_app  # noqa: E402
 from winnow.data.readers import ReadReport, read_file  # noqa: E402
 from winnow.data.schema import CATEGORIES  # noqa: E402
+from winnow.serving.service import ServiceConfig, create_app  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "batch"
 TOKEN = "s3cret-token"

@@ -1,1 +1,1 @@
-"""Batch scoring on local processes or Ray, and the HTTP service."""
+"""Batch scoring on local processes or Ray."""

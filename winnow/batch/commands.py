@@ -159,7 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from winnow.batch.service import ServiceConfig, create_app
+    from winnow.serving.service import ServiceConfig, create_app
 
     config = ServiceConfig(
         model=args.model, token=args.token or os.environ.get("WINNOW_TOKEN"), threads=args.threads

@@ -62,7 +62,9 @@ def _custom_profile(spec: str):
     if len(parts) not in (3, 4) or min(parts) <= 0 or not all(map(math.isfinite, parts)):
         raise ValueError(spec)
     read, write, output = parts[:3]
-    return CacheProfile("custom", read, write, output, ttl_s=int(parts[3]) if len(parts) == 4 else 300)
+    return CacheProfile(
+        "custom", read, write, output, ttl_s=int(parts[3]) if len(parts) == 4 else 300
+    )
 
 
 def _run_economics(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Serving: the torch-free classifier, the SemanticCompressor and cache-aware compression.
+"""Serving: the torch-free classifier, the SemanticCompressor, cache-aware compression, HTTP.
 
 Names resolve lazily so that `import winnow.serving` stays cheap and never imports torch.
 """

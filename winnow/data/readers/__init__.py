@@ -21,6 +21,7 @@ from winnow.data.readers import (
     normalized,
     openai_chat,
     openhands,
+    specstory,
     swe_agent,
 )
 from winnow.data.readers.base import Reader, ReadReport, iter_files, read_head
@@ -37,6 +38,7 @@ READERS: list[Reader] = [
         gemini,
         swe_agent,
         openhands,
+        specstory,
         aider,
         anthropic_messages,
         openai_chat,
