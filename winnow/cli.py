@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "winnow.serving.commands",
     "winnow.runtime.commands",
     "winnow.batch.commands",
+    "winnow.batch.cib.commands",
 )
 
 
