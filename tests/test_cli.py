@@ -161,3 +161,26 @@ def test_a_job_that_read_nothing_writes_nothing(command, tmp_path, capsys):
     captured = capsys.readouterr()
     assert "missing.jsonl: no such file" in captured.err + captured.out
     assert list(tmp_path.iterdir()) == [], "no output, no temporary file"
+
+
+def test_output_appears_only_on_commit(tmp_path):
+    from winnow.cli import Output
+
+    dest = tmp_path / "new" / "folder" / "out.jsonl"
+    with Output(dest) as out:
+        out.path.write_text("partial")
+    assert not (tmp_path / "new").exists(), (
+        "an uncommitted output leaves nothing, not even its folder"
+    )
+    existing = tmp_path / "kept.jsonl"
+    existing.write_text("old")
+    with pytest.raises(RuntimeError), Output(existing) as out:
+        out.path.write_text("half")
+        raise RuntimeError("the job failed")
+    assert existing.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "kept.jsonl"
+    ]
+    with Output(dest) as out:
+        out.path.write_text("done")
+        out.commit()
+    assert dest.read_text() == "done"

@@ -62,15 +62,13 @@ class Output:
     def __init__(self, destination: str | Path):
         self.destination = str(destination)
         self.to_stdout = self.destination == STDOUT
-        if self.to_stdout:
-            self._dir: str | None = tempfile.mkdtemp(prefix="winnow-out-")
+        dest = Path(self.destination).expanduser()
+        self._dir: str | None = None
+        if self.to_stdout or not dest.parent.is_dir():  # a folder to create only on success
+            self._dir = tempfile.mkdtemp(prefix="winnow-out-")
             self.path = Path(self._dir) / "output"
-        else:
-            self._dir = None
-            dest = Path(self.destination).expanduser()
-            dest.parent.mkdir(parents=True, exist_ok=True)
+        else:  # beside the destination, so that commit is an atomic rename
             self.path = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        self.committed = False
 
     def __enter__(self) -> Output:
         return self
@@ -82,8 +80,9 @@ class Output:
                 shutil.copyfileobj(fh, sys.stdout.buffer)
             sys.stdout.buffer.flush()
         else:
-            self.path.replace(Path(self.destination).expanduser())
-        self.committed = True
+            dest = Path(self.destination).expanduser()
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(self.path, dest)
 
     def __exit__(
         self,
