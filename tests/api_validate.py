@@ -403,17 +403,23 @@ def _thinking(body: dict, original: Any) -> list[str]:
                 f"messages.{i}.content.0: with thinking enabled, the assistant message of a tool "
                 "loop must start with its thinking block"
             )
-    if original is not None and isinstance(original, dict) and found:
-        before = _last_assistant(original.get("messages") or [])
-        if before is not None:
-            kinds = ("thinking", "redacted_thinking")
-            want = [b for b in before[1] if isinstance(b, dict) and b.get("type") in kinds]
-            got = [b for b in found[1] if b["type"] in kinds]
-            if want and got != want:
-                p.append(
-                    f"messages.{found[0]}: the thinking blocks of the last assistant turn must "
-                    "be passed back unchanged"
-                )
+    if original is not None and isinstance(original, dict) and found and in_tool_loop:
+        # the same assistant message in the original: the one holding the same tool calls
+        i, blocks = found
+        uses = {b.get("id") for b in blocks if b["type"] == "tool_use"}
+        kinds = ("thinking", "redacted_thinking")
+        for m in original.get("messages") or []:
+            content = m.get("content") if isinstance(m, dict) else None
+            if m.get("role") != "assistant" or not isinstance(content, list):
+                continue
+            if uses & {b.get("id") for b in content if isinstance(b, dict)}:
+                want = [b for b in content if isinstance(b, dict) and b.get("type") in kinds]
+                got = [b for b in blocks if b["type"] in kinds]
+                if want and got != want:
+                    p.append(
+                        f"messages.{i}: the thinking blocks of the assistant turn a tool loop "
+                        "answers must be passed back unchanged"
+                    )
     return p
 
 
@@ -515,7 +521,7 @@ def _openai_message(m: Any, i: int) -> list[str]:
     content = m.get("content")
     if role == "assistant":
         if content is None and not (
-            m.get("tool_calls") or m.get("function_call") or m.get("audio")
+            m.get("tool_calls") or m.get("function_call") or m.get("audio") or m.get("refusal")
         ):
             p.append(f"{where}.content: required unless tool_calls or function_call is given")
         for k, c in enumerate(m.get("tool_calls") or []):

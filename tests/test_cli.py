@@ -121,7 +121,7 @@ def test_missing_extra_is_one_line_naming_it(demo_session, tmp_path):
 
 def test_compress_help_lists_its_output_formats():
     text = SUBCOMMANDS["compress"].format_help()
-    assert "--to normalized|anthropic|openai" in " ".join(text.split())
+    assert "--to {normalized,anthropic,openai}" in " ".join(text.split())
 
 
 def test_extract_names_every_skipped_file(fixtures, tmp_path, capsys):

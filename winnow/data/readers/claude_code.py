@@ -97,7 +97,7 @@ class ClaudeCodeReader:
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
         sessions: dict[str, SessionBuilder] = {}
         tool_names: dict[str, str] = {}
-        seen: dict[str, None] = {}  # insertion-ordered, oldest evicted first
+        seen: dict[str, int] = {}  # uuid -> content digest; insertion-ordered, oldest evicted first
         pending: _Pending | None = None
         queued: deque[_Spec | None] = deque()  # user text, or None for a notification
 
@@ -120,7 +120,7 @@ class ClaudeCodeReader:
                 if isinstance(obj, dict) and obj.get("type") == "queue-operation":
                     action = _queue_operation(obj, path, queued, report)
                 else:
-                    action = self._record(obj, path, tool_names, seen, report)
+                    action = self._record(obj, path, tool_names, seen, report, lineno)
             if action is None:
                 continue
             verb, message_id, specs = action
@@ -149,8 +149,9 @@ class ClaudeCodeReader:
         obj: Any,
         path: Path,
         tool_names: dict[str, str],
-        seen: dict[str, None],
+        seen: dict[str, int],
         report: ReadReport,
+        lineno: int | None = None,
     ) -> tuple[str, str | None, list[_Spec]] | None:
         """Classify one line: ("assistant", message_id, specs), ("results", None, specs),
         ("other", None, specs) or None when it holds no message."""
@@ -165,10 +166,18 @@ class ClaudeCodeReader:
             return None
         uuid = obj.get("uuid")
         if isinstance(uuid, str):
+            # what the line says: a resumed session rewrites lines with new metadata fields
+            message = obj.get("message")
+            said = message.get("content") if isinstance(message, dict) else obj.get("content")
+            digest = hash(json.dumps([kind, said], sort_keys=True, default=str))
             if uuid in seen:
-                report.skip(f"{NAME}: line repeated (same uuid)")
-                return None
-            seen[uuid] = None
+                if seen[uuid] == digest:
+                    report.skip(f"{NAME}: line repeated (same uuid)")
+                    return None
+                report.problem(
+                    path, lineno, f"uuid {uuid} repeats with other content, read as well"
+                )
+            seen[uuid] = digest
             if len(seen) > _SEEN_MAX:
                 del seen[next(iter(seen))]
 
