@@ -30,7 +30,12 @@ def main() -> int:
     ap.add_argument(
         "--output", type=Path, help="model directory to write (default: a temporary one)"
     )
-    ap.add_argument("--traces", type=Path, default=release.DEFAULT_TRACES)
+    ap.add_argument(
+        "--traces",
+        type=Path,
+        default=release.DEFAULT_TRACES,
+        help="transcripts (default: ../shared/traces beside the repository)",
+    )
     ap.add_argument("--teacher", help="sentence encoder folder (distillation)")
     ap.add_argument("--cache", help="teacher embeddings cache")
     args = ap.parse_args()

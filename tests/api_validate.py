@@ -149,7 +149,11 @@ def _message(m: Any, i: int) -> list[str]:
     where = f"messages.{i}"
     if not isinstance(m, dict):
         return [f"{where}: expected an object"]
-    p = [f"{where}.{k}: unknown field" for k in m if k not in ("role", "content")]
+    # a system turn may carry its own output_config (beta per-turn-control, Claude Code 2.1.332)
+    known = (
+        ("role", "content", "output_config") if m.get("role") == "system" else ("role", "content")
+    )
+    p = [f"{where}.{k}: unknown field" for k in m if k not in known]
     role, content = m.get("role"), m.get("content")
     if role not in ("user", "assistant", "system"):
         return [*p, f"{where}.role: must be user, assistant or system, not {role!r}"]

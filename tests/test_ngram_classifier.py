@@ -156,7 +156,12 @@ def trained(rows, units, tmp_path_factory):
     model = BagTrainer(config).fit(views, y, np.ones(len(rows), np.float32))
     out = tmp_path_factory.mktemp("m") / "tiny"
     save_bag_model(
-        model, out, spec, Calibration(temperature=1.5, must_keep_threshold=0.4, fitted_on="test"), Provenance(), {"units": len(rows)}
+        model,
+        out,
+        spec,
+        Calibration(temperature=1.5, must_keep_threshold=0.4, fitted_on="test"),
+        Provenance(),
+        {"units": len(rows)},
     )
     return model, views, out
 

@@ -30,6 +30,7 @@ class LabelSummary:
     joined: int
     problems: list[str]
     analysis: Any  # winnow.data.labeling.LFAnalysis
+    unknown: int = 0  # ids of the label files that name no unit given (labels of other data)
 
 
 def label_units(units: Sequence[Unit], label_files: Sequence[str | Path] = ()):
@@ -38,12 +39,13 @@ def label_units(units: Sequence[Unit], label_files: Sequence[str | Path] = ()):
     from winnow.data.labeling import Labeler, LFAnalysis, apply_labels, load_labels
 
     labeled = Labeler().label(list(units))
-    joined, problems = 0, []
+    joined, problems, unknown = 0, [], 0
     if label_files:
         join = load_labels([str(p) for p in label_files], known_ids={lu.unit.id for lu in labeled})
         problems = join.problems + join.disagreements
         joined = apply_labels(labeled, join.labels)
-    return labeled, LabelSummary(joined, problems, LFAnalysis.from_labeled(labeled))
+        unknown = sum(join.unknown.values())
+    return labeled, LabelSummary(joined, problems, LFAnalysis.from_labeled(labeled), unknown)
 
 
 def table_units(table: pa.Table) -> list[Unit]:
