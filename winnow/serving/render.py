@@ -212,9 +212,14 @@ def _messages(units: Sequence[Unit], fmt: str, scrub: bool) -> tuple[list[_Block
         b = _block(u, pos, fmt, scrub, as_user_text=role == "user" and u.role == "system")
         if b is None:
             continue
+        prev_shell = msgs[-1].shell if msgs else None
+        answers = isinstance(prev_shell, dict) and prev_shell.get("role") in ("tool", "function")
         if msgs and msgs[-1].role == role and (key is None or msgs[-1].key == key):
-            msgs[-1].blocks.append(b)  # a unit of winnow's joins the message before it
-            continue
+            # a unit of winnow's joins the message before it, unless that message is an OpenAI
+            # tool (function) message: it can hold only its call's result
+            if key is not None or not answers:
+                msgs[-1].blocks.append(b)
+                continue
         shell = u.extra.get("shell") if native and isinstance(u.extra.get("shell"), dict) else None
         whole = native and u.extra.get("block", 0) is None
         msgs.append(_Msg(role, [b], key, shell, whole))
