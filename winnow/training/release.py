@@ -210,7 +210,9 @@ def _run_ngram(args: argparse.Namespace) -> int:
                 except ValueError as e:
                     print(f"winnow release: {e}", file=sys.stderr)
                     return 1
-            teacher_info = {"name": Path(args.teacher).name, "files": encoder.files}
+            where = Path(args.teacher).resolve()
+            name = f"{where.parent.name}/{where.name}" if where.name == "model" else where.name
+            teacher_info = {"name": name, "files": encoder.files}
         with _step(console, "encode", times):
             data.inputs(True)
             data.inputs(False)
