@@ -184,3 +184,17 @@ def test_output_appears_only_on_commit(tmp_path):
         out.path.write_text("done")
         out.commit()
     assert dest.read_text() == "done"
+
+
+@pytest.mark.parametrize("command", ["classify", "extract"])
+def test_an_output_that_is_a_folder_is_one_line_and_writes_nothing(
+    command, demo_session, tmp_path, capsys
+):
+    if command == "extract":
+        pytest.importorskip("pyarrow")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    assert main([command, str(demo_session), "-o", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert f"winnow {command}: " in err and str(folder) in err and "Traceback" not in err
+    assert list(folder.iterdir()) == [] and sorted(tmp_path.iterdir()) == [folder]

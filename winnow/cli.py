@@ -11,6 +11,7 @@ optional dependency is one line naming the extra that installs it.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import shutil
@@ -64,6 +65,8 @@ class Output:
         self.destination = str(destination)
         self.to_stdout = self.destination == STDOUT
         dest = Path(self.destination).expanduser()
+        if not self.to_stdout and dest.is_dir():  # a rename would put the file inside it
+            raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name", str(dest))
         self._dir: str | None = None
         if self.to_stdout or not dest.parent.is_dir():  # a folder to create only on success
             self._dir = tempfile.mkdtemp(prefix="winnow-out-")
