@@ -146,8 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
-        print(f"winnow {args.command}: {e.strerror or e}: {e.filename}", file=sys.stderr)
+    except OSError as e:  # a path that cannot be read or written: one line, no traceback
+        # mkdir of an output's folder where a file of that name is
+        why = "is a file, not a folder" if isinstance(e, FileExistsError) else e.strerror or e
+        where = f": {e.filename}" if e.filename else ""
+        print(f"winnow {args.command}: {why}{where}", file=sys.stderr)
         return 1
 
 
