@@ -158,3 +158,31 @@ def test_help_lists_the_output_formats(capsys) -> None:
     text = capsys.readouterr().out
     assert "{normalized,anthropic,openai}" in text and "--llm-model" in text
     assert "classifier model directory" in text and "JSON Lines" in text
+
+
+@pytest.mark.parametrize("to", ["normalized", "anthropic"])
+def test_a_session_with_nothing_left_is_named_and_the_others_are_written(
+    tmp_path, capsys, to
+) -> None:
+    """As in a real Aider history (34 sessions, the first one only a .gitignore prompt): the
+    session that compresses to nothing is named, the others are written."""
+    noise = {"session_id": "a", "role": "system", "kind": "text", "category": "boilerplate"}
+    lines = [{**noise, "id": "a:0", "index": 0, "text": "Add .aider* to .gitignore? (Y)es/(N)o"}]
+    lines += [
+        json.loads(line) for line in NORMALIZED.read_text().splitlines()
+    ]  # one real session beside it
+    src = tmp_path / "two.jsonl"
+    src.write_text("".join(json.dumps(u) + "\n" for u in lines))
+    out = tmp_path / "out"
+    rc, stdout, _ = run(capsys, src, "--limit", "30%", "--to", to, "-o", out)
+    assert rc == 0
+    assert "session a: nothing is left under the limit" in stdout
+    if to == "normalized":
+        units = [json.loads(line) for line in out.read_text().splitlines()]
+        assert units and {u["session_id"] for u in units} == {lines[-1]["session_id"]}
+    else:
+        assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
+    src.write_text(json.dumps(lines[0]) + "\n")  # nothing at all left: no output, exit 1
+    rc, _, err = run(capsys, src, "--limit", "30%", "--to", to, "-o", tmp_path / "none")
+    assert rc == 1 and "nothing is left under the limit" in err
+    assert not (tmp_path / "none").exists()

@@ -153,6 +153,7 @@ def _run_compress(args: argparse.Namespace) -> int:
         config=CompressorConfig(on_must_keep_overflow=args.on_overflow),
     )
     results = []
+    emptied: list[str] = []  # sessions with nothing left under the limit: no output of their own
     for sid, units in sessions.items():
         limit = count
         if limit is None:
@@ -168,7 +169,7 @@ def _run_compress(args: argparse.Namespace) -> int:
             CacheAwareCompressor(compressor, CacheConfig(model=llm)) if args.cache else compressor
         )
         try:
-            results.append((sid, limit, engine.compress(units, limit)))
+            result = engine.compress(units, limit)
         except MustKeepOverflow as e:
             return _fail(
                 f"session {sid}: the must-keep units alone need {e.needed:,} tokens, over the "
@@ -176,18 +177,26 @@ def _run_compress(args: argparse.Namespace) -> int:
             )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
-        if not results[-1][2].units:
-            return _fail(
+        if not result.units:
+            emptied.append(
                 f"session {sid}: nothing is left under the limit of {limit:,} tokens, and an "
                 "empty request is no request (raise --limit)"
             )
+            continue
+        results.append((sid, limit, result))
+    if not results:  # one line per session, and nothing written
+        for line in emptied:
+            _fail(line)
+        return 1
 
-    written = _write(args, results, out_path)
+    written = _write(args, results, out_path, several=len(sessions) > 1)
     console = Console(stderr=out_path is None)
     limit_text = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
     _print_table(console, f"{len(results)} session(s), limit {limit_text}", results, compressor)
     if written:
         console.print(f"[bold green]wrote[/] {written}")
+    for line in emptied:
+        console.print(f"{line}: left out", markup=False, highlight=False, soft_wrap=True)
     for line in report.problems:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
@@ -208,8 +217,10 @@ def _body(args: argparse.Namespace, result) -> dict:
     return render(tools=True, model=model)  # a transcript's body gets stub tool definitions
 
 
-def _write(args: argparse.Namespace, results: list, out_path) -> str | None:
-    """Write the output; returns what was written, for the closing line (None: stdout)."""
+def _write(args: argparse.Namespace, results: list, out_path, several: bool) -> str | None:
+    """Write the output; returns what was written, for the closing line (None: stdout).
+    `several`: the input held several sessions, so requests go to a folder however many are
+    left."""
     import json
     import re
     import sys
@@ -225,7 +236,7 @@ def _write(args: argparse.Namespace, results: list, out_path) -> str | None:
         for _sid, body in bodies:
             sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
         return None
-    if len(bodies) == 1 and not out_path.is_dir() and not args.output.endswith(("/", "\\")):
+    if not several and not out_path.is_dir() and not args.output.endswith(("/", "\\")):
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(
             json.dumps(bodies[0][1], ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
