@@ -186,3 +186,13 @@ def test_a_session_with_nothing_left_is_named_and_the_others_are_written(
     rc, _, err = run(capsys, src, "--limit", "30%", "--to", to, "-o", tmp_path / "none")
     assert rc == 1 and "nothing is left under the limit" in err
     assert not (tmp_path / "none").exists()
+
+
+def test_the_categories_line_says_who_labelled_what(tmp_path, capsys) -> None:
+    rc, stdout, _ = run(capsys, CLAUDE_CODE, "--limit", "50%", "-o", tmp_path / "a.jsonl")
+    n = sum(1 for _ in CLAUDE_CODE.open())  # an upper bound on the units
+    line = next(x for x in stdout.splitlines() if x.startswith("categories:"))
+    assert rc == 0 and "winnow-small" in line and "ImportanceClassifier" not in line
+    assert 0 < int(line.split()[1].replace(",", "")) <= n  # how many units it labelled
+    rc, stdout, _ = run(capsys, NORMALIZED, "--limit", "50%", "-o", tmp_path / "b.jsonl")
+    assert rc == 0 and "categories: the input's own (every unit had one)" in stdout

@@ -193,6 +193,9 @@ def _run_compress(args: argparse.Namespace) -> int:
     console = Console(stderr=out_path is None)
     limit_text = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
     _print_table(console, f"{len(results)} session(s), limit {limit_text}", results, compressor)
+    console.print(
+        _categories_line(sessions, compressor), markup=False, highlight=False, soft_wrap=True
+    )
     if written:
         console.print(f"[bold green]wrote[/] {written}")
     for line in emptied:
@@ -300,9 +303,19 @@ def _print_table(console, title: str, results, compressor) -> None:
     table.add_row("[bold]total", f"[bold]{tb:,}", f"[bold]{ta:,}", f"[bold]{_share(ta, tb)}")
     console.print(table)
     console.print("units: " + ", ".join(f"{a} {n:,}" for a, n in actions.most_common()))
+
+
+def _categories_line(sessions: dict, compressor) -> str:
+    """Where the categories came from: the input's own, or the classifier, for how many units."""
+    total = sum(len(units) for units in sessions.values())
+    missing = sum(1 for units in sessions.values() for u in units if not u.extra.get("category"))
+    if not missing:
+        return "categories: the input's own (every unit had one)"
     classifier = compressor._classifier
-    if classifier is not None:
-        console.print(f"categories: {type(classifier).__name__} (units without a category)")
+    info = getattr(classifier, "info", None)
+    name = info.get("name") if isinstance(info, dict) else None
+    who = f"the classifier {name}" if name else "the heuristic labeller (no classifier model)"
+    return f"categories: {missing:,} of {total:,} units labelled by {who} (the input gave them no category)"
 
 
 def _share(a: int, b: int) -> str:
