@@ -196,3 +196,20 @@ def test_the_categories_line_says_who_labelled_what(tmp_path, capsys) -> None:
     assert 0 < int(line.split()[1].replace(",", "")) <= n  # how many units it labelled
     rc, stdout, _ = run(capsys, NORMALIZED, "--limit", "50%", "-o", tmp_path / "b.jsonl")
     assert rc == 0 and "categories: the input's own (every unit had one)" in stdout
+
+
+@pytest.mark.parametrize("to", ["openai", "anthropic"])
+def test_cache_minimum_follows_the_api_the_request_goes_to(tmp_path, capsys, caplog, to) -> None:
+    """An OpenAI body (model gpt-4.1-mini): OpenAI caches from 1,024 tokens whatever the model,
+    and --to anthropic writes a Claude request (claude-sonnet-4-6), whose minimum is known:
+    no 'unknown model' warning about a model the output does not name."""
+    from winnow.serving import render
+
+    caplog.set_level("WARNING")
+    body = FIXTURES / "roundtrip" / "openai" / "tools.json"
+    out = tmp_path / "body.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(render, "_warned", set())
+        rc, _, err = run(capsys, body, "--limit", "100%", "--to", to, "--cache", "-o", out)
+    assert rc == 0, err
+    assert "unknown model" not in caplog.text + err

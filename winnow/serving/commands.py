@@ -104,6 +104,7 @@ def _run_compress(args: argparse.Namespace) -> int:
     from winnow.data.readers import ReadReport, read_paths
     from winnow.serving.cache import CacheAwareCompressor, CacheConfig
     from winnow.serving.compressor import CompressorConfig, MustKeepOverflow, SemanticCompressor
+    from winnow.serving.render import OPENAI_MIN_CACHEABLE
     from winnow.serving.tokens import unit_tokens
 
     if args.to not in FORMATS:
@@ -161,12 +162,16 @@ def _run_compress(args: argparse.Namespace) -> int:
             before = sum(unit_tokens(u, compressor.counter) for u in units)
             limit = max(1, int(before * share))
         llm = (
-            _request_model(units)
+            _request_model(units, args.to)
             or args.llm_model
             or DEFAULT_LLM.get(args.to, DEFAULT_LLM["anthropic"])
         )
+        # OpenAI's minimum is one for every model; Claude's is the model's (render's table)
+        minimum = OPENAI_MIN_CACHEABLE if args.to == "openai" else None
         engine = (
-            CacheAwareCompressor(compressor, CacheConfig(model=llm)) if args.cache else compressor
+            CacheAwareCompressor(compressor, CacheConfig(model=llm, min_cacheable_tokens=minimum))
+            if args.cache
+            else compressor
         )
         try:
             result = engine.compress(units, limit)
@@ -205,9 +210,17 @@ def _run_compress(args: argparse.Namespace) -> int:
     return 0
 
 
-def _request_model(units: list) -> str | None:
+# The reader of each request format: a body keeps its own fields (model too) only in its format.
+NATIVE = {"anthropic": "anthropic_messages", "openai": "openai_chat"}
+
+
+def _request_model(units: list, to: str) -> str | None:
+    """The model of the request the units were read from, when the output keeps it (the same
+    API, or normalized units); a request written for the other API gets --llm-model."""
     for u in units:
         request = u.extra.get("request")
+        if to in NATIVE and u.extra.get("format") != NATIVE[to]:
+            continue
         if isinstance(request, dict) and isinstance(request.get("model"), str):
             return request["model"]
     return None

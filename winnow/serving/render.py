@@ -77,6 +77,9 @@ CACHE_MINIMUMS: dict[tuple[str, int, int], int] = {
     ("haiku", 3, 5): 2048,
     ("haiku", 3, 0): 2048,
 }
+# OpenAI caches every prompt from 1,024 tokens on, whatever the model (platform.openai.com/docs/
+# guides/prompt-caching, checked 2026-12-01): no cache_control, so no table.
+OPENAI_MIN_CACHEABLE = 1024
 # An unknown model: the largest documented minimum, so no breakpoint is wasted where it
 # cannot cache (one too few costs a cache write; one too early costs a breakpoint for nothing).
 UNKNOWN_MODEL_MIN = 4096
@@ -837,6 +840,7 @@ __all__ = [
     "CACHE_MINIMUMS",
     "DEFAULT_MAX_TOKENS",
     "MAX_BREAKPOINTS",
+    "OPENAI_MIN_CACHEABLE",
     "min_cacheable_tokens",
     "model_key",
     "scrub_volatile",
