@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -80,6 +81,10 @@ class ReadReport:
         """Count a whole file left unread (not a transcript), keeping its name for the summary."""
         self.skipped[reason] += 1
         self.skipped_files.setdefault(reason, []).append(str(path))
+
+    def unreadable_folder(self, e: OSError) -> None:
+        """A folder a walk could not list (for `iter_files`'s `on_error`)."""
+        self.problem(e.filename, None, f"cannot read this folder ({e.strerror or e}), skipped")
 
     def problem(self, path: str | Path, line: int | None, message: str) -> None:
         """Record bad input as one line `file:line: message`."""
@@ -313,15 +318,20 @@ def read_head(path: Path, lines: int = 2) -> str:
 HIDDEN_TRANSCRIPTS = frozenset({".aider.chat.history.md"})
 
 
-def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
-    """Files under the given files and folders, recursively, in a stable order."""
+def iter_files(
+    paths: Iterable[str | Path], on_error: Callable[[OSError], None] | None = None
+) -> Iterator[Path]:
+    """Files under the given files and folders, recursively, in a stable order. A folder that
+    cannot be listed goes to `on_error` (pathlib's rglob would pass over it without a word)."""
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            yield from sorted(
-                q
-                for q in p.rglob("*")
-                if q.is_file() and (not q.name.startswith(".") or q.name in HIDDEN_TRANSCRIPTS)
-            )
+            found = []
+            for top, _dirs, names in os.walk(p, onerror=on_error):
+                for name in names:
+                    q = Path(top) / name
+                    if (not name.startswith(".") or name in HIDDEN_TRANSCRIPTS) and q.is_file():
+                        found.append(q)
+            yield from sorted(found)
         else:
             yield p
