@@ -181,9 +181,7 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
                     # a last line without its newline was cut mid-write
                     cut = e.pos >= len(line) - 1 or not raw.endswith(b"\n")
                     what = "truncated JSON" if cut else "invalid JSON"
-                    report.problem(
-                        path, lineno, f"{what} ({e.msg} at column {e.colno}), line skipped"
-                    )
+                    report.problem(path, lineno, f"{what} ({_what(e)}), line skipped")
                     break
                 except RecursionError:
                     report.problem(path, lineno, f"{TOO_DEEP}, line skipped")
@@ -288,10 +286,64 @@ def load_json(path: Path, report: ReadReport) -> Any | None:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        report.problem(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno}), file skipped")
+        whole = _complete_records(text)  # None unless the document was cut while a list was open
+        if whole is not None:  # cut short (a crash mid-write): keep what is whole
+            line = _line_of(raw, len(whole[0].encode()))
+            report.problem(
+                path,
+                e.lineno,
+                f"truncated JSON ({_what(e)}), read up to line {line}: the records complete "
+                "before the cut",
+            )
+            return whole[1]
+        report.problem(path, e.lineno, f"invalid JSON ({_what(e)}), file skipped")
     except RecursionError:
         report.problem(path, 1, f"{TOO_DEEP}, file skipped")
     return None
+
+
+def _what(e: json.JSONDecodeError) -> str:
+    # "Unterminated string starting at" + " at column 9" read "at at"
+    return f"{e.msg.removesuffix(' at')} at column {e.colno}"
+
+
+_SYNTAX = re.compile(r'[\\"{}\[\]]')
+
+
+def _complete_records(text: str) -> tuple[str, Any] | None:
+    """A cut JSON document's records that are whole: (the text kept, its value), cut after the
+    last complete element of the outermost array still open (a session's messages, a
+    trajectory's steps) and closed; None when that does not parse. One pass over the text."""
+    stack: list[tuple[str, int]] = []  # (closing bracket, where it opened)
+    last_close: dict[int, int] = {}  # depth after a close -> the position after it
+    in_string, skip = False, -1
+    for m in _SYNTAX.finditer(text):
+        i, c = m.start(), m.group()
+        if i < skip:
+            continue
+        if in_string:
+            if c == "\\":
+                skip = i + 2  # the escaped character, a quote maybe
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{[":
+            stack.append(("}" if c == "{" else "]", i))
+        elif stack:
+            stack.pop()
+            last_close[len(stack)] = i + 1
+    depth = next((d for d, (close, _) in enumerate(stack) if close == "]"), None)
+    if depth is None:
+        return None
+    opened = stack[depth][1]
+    end = last_close.get(depth + 1, 0)
+    end = end if end > opened else opened + 1  # no element complete: an empty list
+    kept = text[:end] + "".join(close for close, _ in reversed(stack[: depth + 1]))
+    try:
+        return text[:end], json.loads(kept)
+    except (json.JSONDecodeError, RecursionError):
+        return None
 
 
 def _line_of(raw: bytes, offset: int) -> int:
