@@ -372,6 +372,9 @@ def load_probes(path: str | Path, problems: list[str] | None = None) -> list[Pro
             except (ValueError, TypeError) as e:
                 problems.append(f"{path}:{lineno}: {_short(e)}")
                 continue
+            except RecursionError:
+                problems.append(f"{path}:{lineno}: JSON nested too deeply to read")
+                continue
             if probe.id in ids:
                 problems.append(f"{path}:{lineno}: duplicate id {probe.id!r}")
                 continue
