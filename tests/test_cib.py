@@ -547,3 +547,12 @@ def test_probe_file_nested_too_deep_is_one_line(tmp_path):
     problems: list[str] = []
     assert [p.id for p in load_probes(path, problems)] == ["a", "b"]
     assert len(problems) == 1 and problems[0].startswith(f"{path}:2: ")
+
+
+def test_probe_file_with_a_byte_order_mark_loses_no_probe(tmp_path):
+    path = tmp_path / "probes.jsonl"  # as Windows editors save UTF-8
+    good = {"question": "Who?", "answer": "Ana", "supporting": ["Ana did it."], "distractors": []}
+    lines = [json.dumps({**good, "id": i}) for i in ("a", "b")]
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())
+    problems: list[str] = []
+    assert [p.id for p in load_probes(path, problems)] == ["a", "b"] and problems == []
