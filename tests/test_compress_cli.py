@@ -213,3 +213,11 @@ def test_cache_minimum_follows_the_api_the_request_goes_to(tmp_path, capsys, cap
         rc, _, err = run(capsys, body, "--limit", "100%", "--to", to, "--cache", "-o", out)
     assert rc == 0, err
     assert "unknown model" not in caplog.text + err
+
+
+def test_normalized_output_named_as_a_folder_is_one_line(tmp_path, capsys) -> None:
+    """`-o out/` reads as a folder; the normalized output is one file, so say so rather than
+    write a file called `out`."""
+    rc, _, err = run(capsys, NORMALIZED, "--limit", "50%", "-o", f"{tmp_path / 'out'}/")
+    assert rc == 1 and "one file" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

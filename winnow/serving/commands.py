@@ -124,6 +124,8 @@ def _run_compress(args: argparse.Namespace) -> int:
         problem = report.problems[0] if report.problems else f"{path}: no messages found"
         return _fail(problem)
     out_path = None if args.output in (None, "-") else Path(args.output).expanduser()
+    if args.to == "normalized" and out_path is not None and args.output.endswith(("/", "\\")):
+        return _fail(f"{args.output}: --to normalized writes one file (JSON Lines), not a folder")
     if (
         args.to != "normalized"
         and out_path is not None
