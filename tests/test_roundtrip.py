@@ -343,3 +343,46 @@ def test_the_latest_units_request_wins() -> None:
         "role": "assistant",
         "content": "Done.",
     }
+
+
+@pytest.mark.parametrize(
+    "name, to",
+    [("openai/tools.json", "anthropic"), ("anthropic/thinking_tool_loop.json", "openai")],
+)
+def test_a_request_written_for_the_other_api_keeps_its_tool_definitions(
+    tmp_path, capsys, name, to
+) -> None:
+    """The agent's own tools (description, JSON schema) carry over; stubs with an empty
+    schema would leave the model guessing every argument."""
+    body = load(CORPUS_DIR / name)
+    out = tmp_path / "body.json"
+    assert main(["compress", str(CORPUS_DIR / name), "--limit", "100%", "--to", to, "-o", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    sent = json.loads(out.read_text())
+    if to == "anthropic":
+        want = [
+            {
+                "name": t["function"]["name"],
+                **(
+                    {"description": t["function"]["description"]}
+                    if "description" in t["function"]
+                    else {}
+                ),  # fmt: skip
+                "input_schema": t["function"]["parameters"],
+            }
+            for t in body["tools"]
+        ]
+        assert sent["tools"] == want and not validate_anthropic(sent)
+    else:
+        want = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["input_schema"],
+                },
+            }
+            for t in body["tools"]
+        ]
+        assert sent["tools"] == want and not validate_openai(sent)

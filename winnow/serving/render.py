@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -492,15 +492,9 @@ def to_anthropic(
         msgs.insert(0, _Msg("user", [_Block("text", "(continued)", note=True)]))
     tool_defs = request.get("tools") if request else None
     used = sorted({b.name for m in msgs for b in m.blocks if b.kind == "tool_use"})
-    if tools is True and not tool_defs and used:
-        tools = [
-            {
-                "name": n,
-                "description": "replayed from a transcript",
-                "input_schema": {"type": "object"},
-            }
-            for n in used
-        ]
+    if tools is True and not tool_defs:
+        stub = {"description": "replayed from a transcript", "input_schema": {"type": "object"}}
+        tools = _tool_definitions(units, ANTHROPIC, used, lambda n: {"name": n, **stub})
     if ttl_at:
         _place_breakpoints(system, msgs, ttl_at, _existing_marks(request, system, msgs))
     body_system = _anthropic_system(system)
@@ -725,6 +719,34 @@ def _tool_name(name: str | None) -> str:
     return _ID_CHARS.sub("_", name or "tool")[:64]
 
 
+def _tool_definitions(
+    units: Sequence[Unit], fmt: str, used: Sequence[str], stub: Callable[[str], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Tool definitions for a request of `fmt` that has none of its own: the function tools of
+    the other API's request the units were read from, translated (name, description, JSON
+    schema), then a stub for each tool the units call that it does not define."""
+    other = _request(units, OPENAI if fmt == ANTHROPIC else ANTHROPIC)
+    found: dict[str, dict[str, Any]] = {}
+    for t in (other or {}).get("tools") or ():
+        if not isinstance(t, dict):
+            continue
+        f = t.get("function") if t.get("type") == "function" else t  # OpenAI wraps it
+        schema = f.get("parameters") if f is not t else t.get("input_schema")
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            continue
+        if f is t and t.get("type") not in (None, "custom"):  # an Anthropic server tool
+            continue
+        name, schema = _tool_name(f["name"]), schema if isinstance(schema, dict) else None
+        about = {"description": f["description"]} if isinstance(f.get("description"), str) else {}
+        schema = schema or {"type": "object"}
+        found[name] = (
+            {"name": name, **about, "input_schema": schema}
+            if fmt == ANTHROPIC
+            else {"type": "function", "function": {"name": name, **about, "parameters": schema}}
+        )
+    return [*found.values(), *(stub(n) for n in used if n not in found)]
+
+
 # --- OpenAI ------------------------------------------------------------------------------------
 
 
@@ -748,11 +770,16 @@ def to_openai(
         out.extend(_openai_messages(m))
     tool_defs = request.get("tools") if request else None
     used = sorted({b.name for m in msgs for b in m.blocks if b.kind == "tool_use"})
-    if tools is True and not tool_defs and used:
-        tools = [
-            {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
-            for n in used
-        ]
+    if tools is True and not tool_defs:
+        tools = _tool_definitions(
+            units,
+            OPENAI,
+            used,
+            lambda n: {
+                "type": "function",
+                "function": {"name": n, "parameters": {"type": "object"}},
+            },
+        )
     if request is not None:
         body = {k: (out if k == "messages" else v) for k, v in request.items()}
         if tools and tools is not True and not tool_defs:
