@@ -112,6 +112,11 @@ def _mutated(body: dict, path: list, value: object) -> dict:
         (["messages", 0, "content"], [{"type": "hologram"}], "unknown block type"),
         (["messages", 0, "content"], [{"type": "text", "text": "x", "winnow": 1}], "unknown field"),
         (["tools"], KeyError, "must define tools"),
+        (  # the API's 400 when compression leaves an assistant turn only its thinking
+            ["messages", 1, "content", 1],
+            {"type": "redacted_thinking", "data": "EmwKAhgB"},
+            "final block in an assistant message cannot be `thinking`",
+        ),
         (
             ["messages", 0, "content"],
             [{"type": "tool_use", "id": "a", "name": "b", "input": {}}],

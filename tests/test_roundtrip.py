@@ -386,3 +386,15 @@ def test_a_request_written_for_the_other_api_keeps_its_tool_definitions(
             for t in body["tools"]
         ]
         assert sent["tools"] == want and not validate_openai(sent)
+
+
+def test_an_assistant_turn_left_only_its_thinking_is_not_sent() -> None:
+    """When compression drops an assistant turn's text and tool calls (and their results) but
+    keeps its thinking, the API would answer 400 ('The final block in an assistant message
+    cannot be `thinking`'): the orphan thinking goes whole, as the API allows for older turns."""
+    body = load(CORPUS_DIR / "anthropic" / "thinking_tool_loop.json")
+    units = list(parse(body))
+    kept = [u for u in units if u.role != "tool" and (u.role == "user" or u.kind == "thinking")]
+    sent = to_anthropic(kept)
+    assert not validate_anthropic(sent), validate_anthropic(sent)
+    assert not any(m["role"] == "assistant" for m in sent["messages"])  # nothing but thinking

@@ -488,6 +488,7 @@ def to_anthropic(
     system, msgs = _messages(units, ANTHROPIC, scrub)
     msgs = _repair(msgs, merge_assistant=True)
     _restore_thinking(msgs)
+    _no_bare_thinking(msgs, request)
     if msgs and msgs[0].role != "user" and not (msgs[0].key == ("msg", 0)):
         msgs.insert(0, _Msg("user", [_Block("text", "(continued)", note=True)]))
     tool_defs = request.get("tools") if request else None
@@ -559,6 +560,34 @@ def _restore_thinking(msgs: list[_Msg]) -> None:
     u = next(b.u for b in m.blocks if b.u is not None)
     restored = [_Block("thinking", "", raw=raw, u=u) for raw in keep]
     m.blocks = restored + [b for b in m.blocks if b.kind != "thinking"]
+
+
+def _no_bare_thinking(msgs: list[_Msg], request: dict[str, Any] | None) -> None:
+    """An assistant message may not end with a thinking block (the API answers 400: "The final
+    block in an assistant message cannot be `thinking`"). One that compression left so, its
+    text and tool calls dropped, loses that thinking whole, as the API allows for older turns;
+    a message the request itself sent so is left as it was."""
+    original = (request or {}).get("messages")
+    for m in msgs:
+        if m.role != "assistant" or not m.blocks or m.blocks[-1].kind != "thinking":
+            continue
+        if _sent_so(original, m.key):
+            continue
+        while m.blocks and m.blocks[-1].kind == "thinking":
+            m.blocks.pop()
+        log.info("thinking left without its turn's text and tool calls: dropped whole")
+    msgs[:] = [m for m in msgs if m.blocks]
+
+
+def _sent_so(original: Any, key: Any) -> bool:
+    """Whether the request's own message `key` ended with a thinking block."""
+    if not (isinstance(original, list) and isinstance(key, tuple) and key[0] == "msg"):
+        return False
+    i = key[1]
+    message = original[i] if isinstance(i, int) and 0 <= i < len(original) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    last = content[-1] if isinstance(content, list) and content else None
+    return isinstance(last, dict) and last.get("type") in _NO_CACHE
 
 
 def _empty(raw: Any) -> bool:
