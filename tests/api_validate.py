@@ -181,9 +181,14 @@ def _message(m: Any, i: int) -> list[str]:
         if role == "assistant" and t in USER_ONLY:
             p.append(f"{bw}: {t} blocks belong in user messages")
         p += _block_content(b, bw)
-    last = content[-1]
-    if role == "assistant" and isinstance(last, dict) and last.get("type") in THINKING:
+    types = [b.get("type") if isinstance(b, dict) else None for b in content]
+    if role == "assistant" and types[-1] in THINKING:
         p.append(f"{where}: The final block in an assistant message cannot be `thinking`.")
+    if role == "assistant" and types[0] not in THINKING and set(types) & set(THINKING):
+        p.append(
+            f"{where}.content.0: If an assistant message contains any thinking blocks, the first "
+            "block must be `thinking` or `redacted_thinking`."
+        )
     return p
 
 
