@@ -221,3 +221,19 @@ def test_normalized_output_named_as_a_folder_is_one_line(tmp_path, capsys) -> No
     rc, _, err = run(capsys, NORMALIZED, "--limit", "50%", "-o", f"{tmp_path / 'out'}/")
     assert rc == 1 and "one file" in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_without_a_message_writes_no_empty_request(tmp_path, capsys) -> None:
+    """A real Aider history opens sessions that hold only aider's start-up notes (a system
+    unit): an Anthropic request of them would have `messages: []`, which the API rejects."""
+    note = {"id": "a:0", "session_id": "a", "index": 0, "role": "system", "kind": "text"}
+    note |= {"text": "Warning: vertex_ai/claude-sonnet-4 expects VERTEXAI_PROJECT", "category": "constraint"}  # fmt: skip
+    lines = [note, *(json.loads(line) for line in NORMALIZED.read_text().splitlines())]
+    src = tmp_path / "two.jsonl"
+    src.write_text("".join(json.dumps(u) + "\n" for u in lines))
+    out = tmp_path / "out"
+    rc, stdout, _ = run(capsys, src, "--limit", "100%", "--to", "anthropic", "-o", out)
+    assert rc == 0 and "session a: no user or assistant message" in stdout
+    assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
+    for p in out.iterdir():
+        assert_valid_anthropic(json.loads(p.read_text()))

@@ -190,7 +190,14 @@ def _run_compress(args: argparse.Namespace) -> int:
                 "empty request is no request (raise --limit)"
             )
             continue
-        results.append((sid, limit, result))
+        body = _body(args, result) if args.to != "normalized" else None
+        if body is not None and not any(
+            isinstance(m, dict) and m.get("role") in ("user", "assistant")
+            for m in body.get("messages") or ()
+        ):  # e.g. an Aider session of start-up notes: the API rejects a request without one
+            emptied.append(f"session {sid}: no user or assistant message, so no request")
+            continue
+        results.append((sid, limit, result, body))
     if not results:  # one line per session, and nothing written
         for line in emptied:
             _fail(line)
@@ -246,10 +253,10 @@ def _write(args: argparse.Namespace, results: list, out_path, several: bool) -> 
     from winnow.data.writers import write_jsonl
 
     if args.to == "normalized":
-        units = [u for _sid, _limit, r in results for u in r.units]
+        units = [u for _sid, _limit, r, _body in results for u in r.units]
         write_jsonl(units, out_path if out_path is not None else sys.stdout)
         return str(out_path) if out_path is not None else None
-    bodies = [(sid, _body(args, r)) for sid, _limit, r in results]
+    bodies = [(sid, body) for sid, _limit, _r, body in results]
     if out_path is None:  # JSON Lines: one request a line, whatever the number of sessions
         for _sid, body in bodies:
             sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
@@ -302,7 +309,7 @@ def _print_table(console, title: str, results, compressor) -> None:
     before: Counter = Counter()
     after: Counter = Counter()
     actions: Counter = Counter()
-    for _sid, _limit, r in results:
+    for _sid, _limit, r, _body in results:
         parts = [r.prefix, r.suffix] if hasattr(r, "prefix") else [r]
         for part in parts:
             before.update(part.tokens_before_by_category)
