@@ -398,3 +398,20 @@ def test_an_assistant_turn_left_only_its_thinking_is_not_sent() -> None:
     sent = to_anthropic(kept)
     assert not validate_anthropic(sent), validate_anthropic(sent)
     assert not any(m["role"] == "assistant" for m in sent["messages"])  # nothing but thinking
+
+
+def test_a_repeated_call_id_of_64_characters_is_renamed_apart() -> None:
+    """Two calls with one id (a client's bug) are renamed `<id>_2`; at the APIs' 64-character
+    limit the suffix must not be cut off again."""
+    cid = "toolu_" + "x" * 58  # 64 characters
+    turn = [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": cid, "name": "run", "input": {}}],
+        },  # fmt: skip
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": "ok"}]},
+    ]
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "tools": [{"name": "run", "input_schema": {"type": "object"}}]}  # fmt: skip
+    body["messages"] = [{"role": "user", "content": "Run it twice."}, *turn, *turn]
+    sent = to_anthropic(list(parse(body)))
+    assert not validate_anthropic(sent), validate_anthropic(sent)

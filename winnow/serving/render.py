@@ -28,6 +28,7 @@ winnow writes (never in a block kept as it was).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -438,7 +439,8 @@ def _unique_ids(msgs: list[_Msg]) -> None:
             if b.kind in ("tool_use", "server_use"):
                 if b.id in seen:
                     seen[b.id] += 1
-                    new = f"{b.id}_{seen[b.id]}"[:64]
+                    suffix = f"_{seen[b.id]}"  # within the 64 characters the APIs take
+                    new = b.id[: 64 - len(suffix)] + suffix
                     log.warning("duplicate tool call id %r renamed %r", b.id, new)
                     pending[b.id] = new
                     m.blocks[i] = _renamed(b, new)
@@ -740,8 +742,15 @@ def _arguments(text: str) -> str:
 
 
 def _call_id(u: Unit, pos: int) -> str:
-    # The APIs want [A-Za-z0-9_-]; the source's own id is stable, so keep what is valid of it.
-    return _ID_CHARS.sub("_", u.call_id)[:64] if u.call_id else f"call_{pos}"
+    # The APIs want [A-Za-z0-9_-]{1,64}; the source's own id is stable, so keep what is valid
+    # of it. A longer one keeps its start and a hash of the whole: ids alike in their first 64
+    # characters (a SpecStory chat's calls, named after its long file name) stay apart.
+    if not u.call_id:
+        return f"call_{pos}"
+    clean = _ID_CHARS.sub("_", u.call_id)
+    if len(clean) <= 64:
+        return clean
+    return f"{clean[:51]}_{hashlib.sha256(u.call_id.encode()).hexdigest()[:12]}"
 
 
 def _tool_name(name: str | None) -> str:
