@@ -25,7 +25,8 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
         help="normalized: winnow's JSON Lines of units, every session in one file (ids kept, "
         "source_ids/strategy on new units); anthropic / openai: one complete request body per "
         "session (a request read from a file comes back with every field and block winnow did "
-        "not change as it was; a transcript gets --llm-model and stub tool definitions) "
+        "not change as it was; one for the other API keeps its tool definitions, translated; a "
+        "transcript gets --llm-model and stub tool definitions) "
         "(default: %(default)s)",
     )
     p.add_argument(
@@ -239,7 +240,7 @@ def _body(args: argparse.Namespace, result) -> dict:
     """One session's compressed units as a complete request of the format asked for."""
     model = args.llm_model or DEFAULT_LLM[args.to]
     render = result.to_anthropic if args.to == "anthropic" else result.to_openai
-    return render(tools=True, model=model)  # a transcript's body gets stub tool definitions
+    return render(tools=True, model=model)  # tool definitions when the body would have none
 
 
 def _write(args: argparse.Namespace, results: list, out_path, several: bool) -> str | None:
