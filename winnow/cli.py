@@ -11,6 +11,7 @@ optional dependency is one line naming the extra that installs it.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import shutil
@@ -64,6 +65,8 @@ class Output:
         self.destination = str(destination)
         self.to_stdout = self.destination == STDOUT
         dest = Path(self.destination).expanduser()
+        if not self.to_stdout and dest.is_dir():  # a rename would put the file inside it
+            raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name", str(dest))
         self._dir: str | None = None
         if self.to_stdout or not dest.parent.is_dir():  # a folder to create only on success
             self._dir = tempfile.mkdtemp(prefix="winnow-out-")
@@ -143,8 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
-        print(f"winnow {args.command}: {e.strerror or e}: {e.filename}", file=sys.stderr)
+    except OSError as e:  # a path that cannot be read or written: one line, no traceback
+        # mkdir of an output's folder where a file of that name is
+        why = "is a file, not a folder" if isinstance(e, FileExistsError) else e.strerror or e
+        where = f": {e.filename}" if e.filename else ""
+        print(f"winnow {args.command}: {why}{where}", file=sys.stderr)
         return 1
 
 
