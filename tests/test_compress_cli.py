@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from render_checks import assert_valid_anthropic, assert_valid_openai
+from test_cache import assert_valid_anthropic, assert_valid_openai
 
 from winnow.cli import main
 from winnow.data.schema import MUST_KEEP
@@ -39,6 +39,17 @@ def test_normalized_output_keeps_ids_and_names_sources(tmp_path, capsys) -> None
         if u["category"] in MUST_KEEP:
             assert kept[u["id"]] == u
     assert "total" in stdout and "requirement" in stdout and f"wrote {out}" in stdout
+
+
+def test_raw_transcript_to_anthropic(tmp_path, capsys) -> None:
+    out = tmp_path / "body.json"
+    rc, stdout, _ = run(capsys, CLAUDE_CODE, "--limit", "2500", "--to", "anthropic", "-o", out)
+    assert rc == 0
+    body = json.loads(out.read_text())
+    assert_valid_anthropic(body)
+    used = {b["name"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"}
+    assert used and [t["name"] for t in body["tools"]] == sorted(used)  # the API wants them defined
+    assert "categories:" in stdout  # says which classifier labelled the units
 
 
 def test_pins_manifest_and_must_keep_changes(tmp_path, capsys) -> None:
@@ -87,17 +98,6 @@ def test_headline_command_fits_and_fills(tmp_path, capsys) -> None:
     # the body read back and counted as the compressor counts it
     sent = sum(unit_tokens(u, default_token_counter()) for u in read_back(body, "anthropic"))
     assert 0.9 * limit <= sent <= limit
-
-
-def test_raw_transcript_to_anthropic(tmp_path, capsys) -> None:
-    out = tmp_path / "body.json"
-    rc, stdout, _ = run(capsys, CLAUDE_CODE, "--limit", "2500", "--to", "anthropic", "-o", out)
-    assert rc == 0
-    body = json.loads(out.read_text())
-    assert_valid_anthropic(body)
-    used = {b["name"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"}
-    assert used and [t["name"] for t in body["tools"]] == sorted(used)  # the API wants them defined
-    assert "categories:" in stdout  # says which classifier labelled the units
 
 
 def test_cache_aware_openai_to_stdout(capsys) -> None:
@@ -207,19 +207,80 @@ def test_help_lists_the_output_formats(capsys) -> None:
     assert "classifier model directory" in text and "JSON Lines" in text
 
 
-def test_a_tiny_session_beside_others_is_left_out_with_a_line(tmp_path, capsys) -> None:
-    """A share of a session of a few tokens holds no message: that session is left out (said
-    in one line), the others are written; alone, it is an error."""
-    tiny = {"id": "t:0", "session_id": "t", "index": 0, "role": "user", "kind": "text",
-            "text": "ok", "category": "acknowledgment"}  # fmt: skip
-    both = tmp_path / "two.jsonl"
-    both.write_text(NORMALIZED.read_text() + json.dumps(tiny) + "\n")
-    out = tmp_path / "bodies"
-    rc, stdout, stderr = run(capsys, both, "--limit", "30%", "--to", "anthropic", "-o", f"{out}/")
+@pytest.mark.parametrize("to", ["normalized", "anthropic"])
+def test_a_session_with_nothing_left_is_named_and_the_others_are_written(
+    tmp_path, capsys, to
+) -> None:
+    """As in a real Aider history (34 sessions, the first one only a .gitignore prompt): the
+    session that compresses to nothing is named, the others are written."""
+    noise = {"session_id": "a", "role": "system", "kind": "text", "category": "boilerplate"}
+    lines = [{**noise, "id": "a:0", "index": 0, "text": "Add .aider* to .gitignore? (Y)es/(N)o"}]
+    lines += [
+        json.loads(line) for line in NORMALIZED.read_text().splitlines()
+    ]  # one real session beside it
+    src = tmp_path / "two.jsonl"
+    src.write_text("".join(json.dumps(u) + "\n" for u in lines))
+    out = tmp_path / "out"
+    rc, stdout, _ = run(capsys, src, "--limit", "30%", "--to", to, "-o", out)
     assert rc == 0
-    assert len(list(out.glob("*.json"))) == 1
-    assert "session t: nothing is left under the limit" in stdout + stderr
-    alone = tmp_path / "tiny.jsonl"
-    alone.write_text(json.dumps(tiny) + "\n")
-    rc, _, stderr = run(capsys, alone, "--limit", "30%", "--to", "anthropic")
-    assert rc == 1 and "nothing is left under the limit" in stderr
+    assert "session a: nothing is left under the limit" in stdout
+    if to == "normalized":
+        units = [json.loads(line) for line in out.read_text().splitlines()]
+        assert units and {u["session_id"] for u in units} == {lines[-1]["session_id"]}
+    else:
+        assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
+    src.write_text(json.dumps(lines[0]) + "\n")  # nothing at all left: no output, exit 1
+    rc, _, err = run(capsys, src, "--limit", "30%", "--to", to, "-o", tmp_path / "none")
+    assert rc == 1 and "nothing is left under the limit" in err
+    assert not (tmp_path / "none").exists()
+
+
+def test_the_categories_line_says_who_labelled_what(tmp_path, capsys) -> None:
+    rc, stdout, _ = run(capsys, CLAUDE_CODE, "--limit", "50%", "-o", tmp_path / "a.jsonl")
+    n = sum(1 for _ in CLAUDE_CODE.open())  # an upper bound on the units
+    line = next(x for x in stdout.splitlines() if x.startswith("categories:"))
+    assert rc == 0 and "winnow-small" in line and "ImportanceClassifier" not in line
+    assert 0 < int(line.split()[1].replace(",", "")) <= n  # how many units it labelled
+    rc, stdout, _ = run(capsys, NORMALIZED, "--limit", "50%", "-o", tmp_path / "b.jsonl")
+    assert rc == 0 and "categories: the input's own (every unit had one)" in stdout
+
+
+@pytest.mark.parametrize("to", ["openai", "anthropic"])
+def test_cache_minimum_follows_the_api_the_request_goes_to(tmp_path, capsys, caplog, to) -> None:
+    """An OpenAI body (model gpt-4.1-mini): OpenAI caches from 1,024 tokens whatever the model,
+    and --to anthropic writes a Claude request (claude-sonnet-4-6), whose minimum is known:
+    no 'unknown model' warning about a model the output does not name."""
+    from winnow.serving import render
+
+    caplog.set_level("WARNING")
+    body = FIXTURES / "roundtrip" / "openai" / "tools.json"
+    out = tmp_path / "body.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(render, "_warned", set())
+        rc, _, err = run(capsys, body, "--limit", "100%", "--to", to, "--cache", "-o", out)
+    assert rc == 0, err
+    assert "unknown model" not in caplog.text + err
+
+
+def test_normalized_output_named_as_a_folder_is_one_line(tmp_path, capsys) -> None:
+    """`-o out/` reads as a folder; the normalized output is one file, so say so rather than
+    write a file called `out`."""
+    rc, _, err = run(capsys, NORMALIZED, "--limit", "50%", "-o", f"{tmp_path / 'out'}/")
+    assert rc == 1 and "one file" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_without_a_message_writes_no_empty_request(tmp_path, capsys) -> None:
+    """A real Aider history opens sessions that hold only aider's start-up notes (a system
+    unit): an Anthropic request of them would have `messages: []`, which the API rejects."""
+    note = {"id": "a:0", "session_id": "a", "index": 0, "role": "system", "kind": "text"}
+    note |= {"text": "Warning: vertex_ai/claude-sonnet-4 expects VERTEXAI_PROJECT", "category": "constraint"}  # fmt: skip
+    lines = [note, *(json.loads(line) for line in NORMALIZED.read_text().splitlines())]
+    src = tmp_path / "two.jsonl"
+    src.write_text("".join(json.dumps(u) + "\n" for u in lines))
+    out = tmp_path / "out"
+    rc, stdout, _ = run(capsys, src, "--limit", "100%", "--to", "anthropic", "-o", out)
+    assert rc == 0 and "session a: no user or assistant message" in stdout
+    assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
+    for p in out.iterdir():
+        assert_valid_anthropic(json.loads(p.read_text()))

@@ -16,7 +16,8 @@ from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer
 from winnow.data.schema import Unit
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "models" / "winnow-small" / "tokenizer.json"
+# The BPE tokenizer of winnow-small 0.1 (the transformer), trained on ../shared/traces.
+SHIPPED = ROOT / "tests" / "fixtures" / "classifier" / "transformer_tokenizer.json"
 FIXTURES = ROOT / "tests" / "fixtures"
 TRACES = ROOT.parent / "shared" / "traces"
 
@@ -83,9 +84,8 @@ def shipped() -> Tokenizer:
 
 
 @pytest.fixture(scope="module")
-def trained() -> Tokenizer:
-    rows = (FIXTURES / "classifier" / "sessions.jsonl").read_text().splitlines()
-    return train_tokenizer((json.loads(r)["text"] for r in rows), vocab_size=600)
+def trained(classifier_rows) -> Tokenizer:
+    return train_tokenizer((r["text"] for r in classifier_rows), vocab_size=600)
 
 
 @pytest.mark.parametrize("which", ["shipped", "trained"])

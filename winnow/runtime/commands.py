@@ -61,7 +61,10 @@ def _custom_profile(spec: str):
     parts = [float(x) for x in spec.split("/")]
     if len(parts) not in (3, 4) or min(parts) <= 0 or not all(map(math.isfinite, parts)):
         raise ValueError(spec)
-    return CacheProfile("custom", *parts[:3], ttl_s=int(parts[3]) if len(parts) == 4 else 300)
+    read, write, output = parts[:3]
+    return CacheProfile(
+        "custom", read, write, output, ttl_s=int(parts[3]) if len(parts) == 4 else 300
+    )
 
 
 def _run_economics(args: argparse.Namespace) -> int:
@@ -140,7 +143,10 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
         "`hook`: the Claude Code settings entry for the PostToolUse hook",
     )
     p.add_argument(
-        "--threshold", default=None, help="percent (default: $HARNESS_CTX_THRESHOLD or 40)"
+        "--threshold",
+        default=None,
+        help="percent of the window at which to checkpoint; exit 2 at or over it "
+        "(default: $HARNESS_CTX_THRESHOLD, else 40)",
     )
     p.add_argument("--plot", default=None, help="report: trend plot PNG (default: FILE with .png)")
 
@@ -177,8 +183,21 @@ def _run_budget(args: argparse.Namespace) -> int:
     if window <= 0:
         return _err("budget", "WINDOW must be > 0")
     pct = occupancy(used, window)
-    print(f"{math.floor(pct)}%")
+    print(f"{math.floor(pct)}% {_budget_advice(used, window, pct, threshold)}")
     return 2 if pct >= threshold else 0
+
+
+def _budget_advice(used: int, window: int, pct: float, threshold: float) -> str:
+    """What the percentage means: the rest of the line after `NN%` (scripts read the first word)."""
+    where = f"of the {window:,}-token window"
+    if used > window:
+        return (
+            f"{where}: the window is exceeded by {used - window:,} tokens; the next request "
+            "will not fit: compact or start a new session now"
+        )
+    if pct >= threshold:
+        return f"{where}: over the {threshold:g}% line: checkpoint now (summarize, then compact)"
+    return f"{where}: under the {threshold:g}% line"
 
 
 def _budget_hook() -> int:
@@ -261,26 +280,30 @@ def _run_audit(args: argparse.Namespace) -> int:
     table.add_column("archive")
     table.add_column("check", no_wrap=True)
     bad = 0
-    for e in entries:
-        archive = e.get("archive")
+    for entry in entries:
+        archive = entry.get("archive")
         check = ""
         if archive:
             a = Path(archive) if Path(archive).is_file() else path.parent / Path(archive).name
             try:
-                same = len(restore(a).encode()) == e.get("bytes_before")
+                same = len(restore(a).encode()) == entry.get("bytes_before")
                 check = "[green]restores[/]" if same else "[red]size differs[/]"
             except (OSError, ValueError, KeyError):
                 check = "[red]missing or unreadable[/]"
             bad += not check.startswith("[green")
-        when = dt.datetime.fromtimestamp(e.get("time", 0), dt.timezone.utc)
-        tokens = f"{e['tokens_before']:,} -> {e['tokens_after']:,}" if "tokens_after" in e else ""
+        when = dt.datetime.fromtimestamp(entry.get("time", 0), dt.timezone.utc)
+        tokens = (
+            f"{entry['tokens_before']:,} -> {entry['tokens_after']:,}"
+            if "tokens_after" in entry
+            else ""
+        )
         table.add_row(
             when.strftime("%Y-%m-%d %H:%M:%S"),
-            str(e.get("event", "?")),
-            str(e.get("trigger", "")),
+            str(entry.get("event", "?")),
+            str(entry.get("trigger", "")),
             tokens,
-            _pct(e.get("estimated_cache_hit")),
-            _pct(e.get("cache_hit")),
+            _pct(entry.get("estimated_cache_hit")),
+            _pct(entry.get("cache_hit")),
             Path(archive).name if archive else "",
             check,
         )

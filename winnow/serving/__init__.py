@@ -6,7 +6,31 @@ Names resolve lazily so that `import winnow.serving` stays cheap and never impor
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports on first use
+    from winnow.serving.cache import CacheAwareCompressor, CacheAwareResult, CacheConfig
+    from winnow.serving.classifier import (
+        ImportanceClassifier,
+        ModelError,
+        Prediction,
+        default_model_path,
+    )
+    from winnow.serving.compressor import (
+        CompressionResult,
+        CompressorConfig,
+        MustKeepOverflow,
+        SemanticCompressor,
+    )
+    from winnow.serving.render import to_anthropic, to_openai
+    from winnow.serving.session import SessionClassifier
+    from winnow.serving.summarizers import (
+        AnthropicSummarizer,
+        ExtractiveSummarizer,
+        OpenAISummarizer,
+    )
+    from winnow.serving.tokens import TokenCounter, default_token_counter
+
 
 _EXPORTS = {
     "ImportanceClassifier": "winnow.serving.classifier",
@@ -14,6 +38,8 @@ _EXPORTS = {
     "Categorizer": "winnow.serving.categorizer",
     "load_categorizer": "winnow.serving.categorizer",
     "default_model_path": "winnow.serving.classifier",
+    "ModelError": "winnow.serving.classifier",
+    "SessionClassifier": "winnow.serving.session",
     "SemanticCompressor": "winnow.serving.compressor",
     "CompressionResult": "winnow.serving.compressor",
     "CompressorConfig": "winnow.serving.compressor",
@@ -30,7 +56,27 @@ _EXPORTS = {
     "CacheAwareCompressor": "winnow.serving.cache",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
+    "AnthropicSummarizer",
+    "CacheAwareCompressor",
+    "CacheAwareResult",
+    "CacheConfig",
+    "CompressionResult",
+    "CompressorConfig",
+    "ExtractiveSummarizer",
+    "ImportanceClassifier",
+    "ModelError",
+    "MustKeepOverflow",
+    "OpenAISummarizer",
+    "Prediction",
+    "SemanticCompressor",
+    "SessionClassifier",
+    "TokenCounter",
+    "default_model_path",
+    "default_token_counter",
+    "to_anthropic",
+    "to_openai",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -226,7 +226,7 @@ def read_paths(
     for p in paths:
         p = Path(p).expanduser()
         if p.is_dir():
-            for f in iter_files([p]):
+            for f in iter_files([p], report.unreadable_folder):
                 if on_file:
                     on_file(f)
                 try:
@@ -234,7 +234,7 @@ def read_paths(
                 except OSError:
                     unknown = False  # read_file reports it
                 if unknown:
-                    report.skip(f"not a transcript ({f.suffix or f.name})")
+                    report.skip_file(f, f"not a transcript ({f.suffix or f.name})")
                     continue
                 yield from read_file(f, report)
         else:
