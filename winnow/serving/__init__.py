@@ -10,12 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports on first use
     from winnow.serving.cache import CacheAwareCompressor, CacheAwareResult, CacheConfig
-    from winnow.serving.classifier import (
-        ImportanceClassifier,
-        ModelError,
-        Prediction,
-        default_model_path,
-    )
+    from winnow.serving.categorizer import Categorizer, Prediction, load_categorizer
+    from winnow.serving.classifier import ImportanceClassifier, ModelError, default_model_path
     from winnow.serving.compressor import (
         CompressionResult,
         CompressorConfig,
@@ -61,6 +57,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "CacheAwareCompressor",
     "CacheAwareResult",
     "CacheConfig",
+    "Categorizer",
     "CompressionResult",
     "CompressorConfig",
     "ExtractiveSummarizer",
@@ -74,6 +71,7 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "TokenCounter",
     "default_model_path",
     "default_token_counter",
+    "load_categorizer",
     "to_anthropic",
     "to_openai",
 ]

@@ -457,8 +457,9 @@ class SentCost:
         if self.target is None:
             return n
         call = u.kind == "tool_call" and u.role == "assistant"
-        media = u.extra.get("media_tokens")
-        if not u.text.strip() or media or (call and not _canonical_json(u.text)):
+        # (an image or a document counts its documented cost, which unit_tokens adds: its
+        # size depends on the request's model, which a unit rendered alone has not)
+        if not u.text.strip() or (call and not _canonical_json(u.text)):
             return self._render_alone(u, paired, leading)
         key = (u.role, u.kind, u.tool_name, bool(u.is_error), paired, leading)
         delta = self._shape.get(key)
@@ -602,6 +603,7 @@ class Plan:
             elif j > i:
                 self.items.append([i, j])
         self.items.sort(key=lambda it: it[0])
+        self.asks: tuple[int, ...] = ()  # the first request and the latest user message
         self.info = self._infos(labels)
         self._summaries: dict[tuple[int, int], str] = {}
         self._locked: dict[int, Form] = {}  # units whose summary is written: they keep it
@@ -686,6 +688,7 @@ class Plan:
             for i, u in enumerate(units)
             if u.role == "user" and u.kind == "text" and labels[i][0] not in DROPPABLE
         ]
+        self.asks = (asks[0], asks[-1]) if asks else ()
         if asks:
             boost[asks[0]] *= c.first_request_boost
             if asks[-1] != asks[0]:
@@ -1035,12 +1038,21 @@ class Plan:
             for i, form in self._duplicates(movable):
                 if change(i, form):
                     return
+        # whatever the policy, the latest user message goes last and the first request just
+        # before it: a request without the user's words is no request
+        asks = self.asks
+
+        def last(i: int) -> int:
+            return 2 if asks and i == asks[-1] else 1 if asks and i == asks[0] else 0
+
         if policy == "summarize":  # the least value per token first, as the allocator would
-            order = sorted(movable, key=lambda i: (self._per_token(i), -self.info[i].tokens, i))
+            order = sorted(
+                movable, key=lambda i: (last(i), self._per_token(i), -self.info[i].tokens, i)
+            )
         elif policy == "summarize_largest":
-            order = sorted(movable, key=lambda i: (-self.info[i].tokens, i))
+            order = sorted(movable, key=lambda i: (last(i), -self.info[i].tokens, i))
         else:
-            order = sorted(movable)
+            order = sorted(movable, key=lambda i: (last(i), i))
         # A fixed sequence of steps, whatever the limit (so that a larger limit never changes
         # more): the units in that order, first each summarized at shorter and shorter
         # lengths, then each as a note, then each dropped; as many steps as the limit needs.
@@ -1192,8 +1204,10 @@ class Plan:
         # A tool call stays JSON: its long values are summarized in line, extractively.
         for i in pending:
             u = self.info[i].unit
-            if u.kind == "tool_call":
-                budget = choice[i].target - (self.info[i].tokens - self.costs.counter.count(u.text))
+            if u.kind == "tool_call":  # its cost beyond its (compact JSON) text: an empty input's
+                empty = rewrite(u, "{}", "summarize")
+                overhead = self._cost(self.info[i], empty) - self.costs.counter.count("{}")
+                budget = choice[i].target - overhead
                 text = st.summarize_call(
                     u.text, budget, self._extractive.summarize, self.costs.counter.count
                 )
@@ -1236,8 +1250,18 @@ class Plan:
                 text = self._summaries[i, f.target]
                 new = rewrite(info.unit, text, "summarize")
                 cost = self._cost(info, new)
-                if cost > f.target and info.unit.kind == "tool_call":  # keep it JSON
-                    new = rewrite(info.unit, st.call_placeholder(info.unit), "summarize")
+                if cost > f.target and info.unit.kind == "tool_call":  # keep it JSON: the
+                    # fullest rendition of the call that fits (its structure, else its note)
+                    fits = [
+                        g
+                        for g in info.forms
+                        if g.unit is not None
+                        and g.action in ("restructured", "noted")
+                        and g.cost - info.opening <= f.target
+                    ]
+                    best = max(fits, key=lambda g: g.cost, default=None)
+                    text = best.unit.text if best is not None and best.unit is not None else ""
+                    new = rewrite(info.unit, text or st.call_placeholder(info.unit), "summarize")
                     cost = self._cost(info, new)
                 elif cost > f.target:  # a summarizer that overshot its budget: cut it to size
                     fallback = self._extractive
