@@ -59,17 +59,72 @@ def build_session(traces: Path, tokens: int, counter) -> list:
     return out[:lo]
 
 
+def _timed_runs(units: list, limit, repeat: int) -> tuple[float, list[float], object]:
+    """(first run with a fresh token counter, warm runs, the first result)."""
+    from winnow.serving.compressor import SemanticCompressor
+    from winnow.serving.tokens import TiktokenCounter, default_token_counter
+
+    fresh = TiktokenCounter(default_token_counter().name)  # an empty token cache
+    t = time.perf_counter()
+    result = SemanticCompressor(classifier=object(), token_counter=fresh).compress(units, limit)
+    cold = time.perf_counter() - t
+    times = []
+    for _ in range(repeat):
+        comp = SemanticCompressor(classifier=object(), token_counter=fresh)
+        t = time.perf_counter()
+        comp.compress(units, limit)
+        times.append(time.perf_counter() - t)
+    return cold, times, result
+
+
+def baseline_worker(src: str, path: str, limit: int, repeat: int) -> None:
+    """The same timing with the compressor of `src` (a checkout), on the pickled units."""
+    import pickle
+
+    sys.meta_path[:] = [
+        f for f in sys.meta_path if "Editable" not in getattr(f, "__name__", type(f).__name__)
+    ]
+    sys.path.insert(0, src)
+    from winnow.data.schema import Unit
+
+    with open(path, "rb") as fh:
+        units = [Unit.from_dict(d) for d in pickle.load(fh)]
+    from winnow.serving.compressor import CompressorConfig, SemanticCompressor
+    from winnow.serving.tokens import TiktokenCounter, default_token_counter
+
+    fresh = TiktokenCounter(default_token_counter().name)
+    config = CompressorConfig(on_must_keep_overflow="summarize_largest")
+    t = time.perf_counter()
+    SemanticCompressor(classifier=object(), token_counter=fresh, config=config).compress(
+        units, limit
+    )
+    cold = time.perf_counter() - t
+    times = []
+    for _ in range(repeat):
+        comp = SemanticCompressor(classifier=object(), token_counter=fresh, config=config)
+        t = time.perf_counter()
+        comp.compress(units, limit)
+        times.append(time.perf_counter() - t)
+    print(f"{cold} {statistics.median(times)} {min(times)} {max(times)}")
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--worker"]:
+        baseline_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
     ap.add_argument("--tokens", type=int, default=250_000)
     ap.add_argument("--limit", default="30%")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--baseline-src", help="also time the compressor of this checkout (same units, limit)"
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from winnow.serving.categorizer import load_categorizer
     from winnow.serving.compressor import SemanticCompressor
-    from winnow.serving.tokens import TiktokenCounter, default_token_counter, sent_tokens
+    from winnow.serving.tokens import default_token_counter, sent_tokens
 
     if not args.traces.is_dir():
         print(f"{args.traces}: no such folder (the real traces live in ../shared/traces)")
@@ -86,26 +141,33 @@ def main() -> int:
     )
     print(f"classification ({type(clf).__name__}, once): {classify:.2f} s")
 
-    fresh = TiktokenCounter(default_token_counter().name)  # an empty token cache
-    comp = SemanticCompressor(classifier=object(), token_counter=fresh)
-    t = time.perf_counter()
-    result = comp.compress(labelled, args.limit)
-    cold = time.perf_counter() - t
+    cold, times, result = _timed_runs(labelled, args.limit, args.repeat)
     print(
         f"compress to {args.limit} ({result.token_limit:,} tokens -> {result.tokens_after:,}, "
         f"{result.tokens_after / result.token_limit:.1%} used), first run, nothing cached: "
         f"{cold:.3f} s"
     )
-    times = []
-    for _ in range(args.repeat):
-        comp = SemanticCompressor(classifier=object(), token_counter=fresh)
-        t = time.perf_counter()
-        comp.compress(labelled, args.limit)
-        times.append(time.perf_counter() - t)
     print(
         f"same, token counts cached ({args.repeat} runs): median {statistics.median(times):.3f} s "
         f"(min {min(times):.3f}, max {max(times):.3f})"
     )
+    if args.baseline_src:
+        import pickle
+        import subprocess
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as fh:
+            pickle.dump([u.to_dict() for u in labelled], fh)
+        argv = [sys.executable, __file__, "--worker", args.baseline_src, fh.name]
+        argv += [str(result.token_limit), str(args.repeat)]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+        b_cold, b_med, b_min, b_max = map(float, out[-4:])
+        print(
+            f"baseline {args.baseline_src} (same units, limit {result.token_limit:,}, "
+            f"summarize_largest): first run {b_cold:.3f} s, cached median {b_med:.3f} s "
+            f"(min {b_min:.3f}, max {b_max:.3f})"
+        )
+        Path(fh.name).unlink()
     return 0
 
 

@@ -72,8 +72,9 @@ def main() -> int:
                 name = re.sub(r"[^A-Za-z0-9._-]+", "_", sid).strip("._") or "session"
                 body_path = out / f"{name}.json" if several else out
                 if not body_path.is_file():
-                    if f"session {sid}: nothing is left under the limit" in said:
-                        left_out.append(f"{f} [{sid}]")  # a few tokens: said, and left out
+                    named = (f"session {sid}: nothing is left", f"session {sid}: no user or")
+                    if any(n in said for n in named):  # a few tokens, or no message: said
+                        left_out.append(f"{f} [{sid}]")
                     else:
                         failures.append(f"{f} [{sid}]: no body written")
                     continue
@@ -99,7 +100,10 @@ def main() -> int:
     for line in failures:
         print("  " + line)
     if left_out:
-        print(f"{len(left_out)} session(s) of a few tokens left out, each with a line saying so:")
+        print(
+            f"{len(left_out)} session(s) with no message to send under the limit (a few tokens, "
+            "or none but start-up notes) left out, each with a line saying so:"
+        )
         for line in left_out:
             print("  " + line)
     if shares:
