@@ -18,6 +18,8 @@ request's (system, tools, messages) with an earlier request counts as cache read
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +38,9 @@ class Reply:
 
     A `status` >= 400 answers with the provider's error JSON instead of a message.
     `tool_calls` are (name, input) pairs emitted after the text as tool_use / tool_calls.
+    Faults, for streamed replies: `stall_s` waits that long before the first delta; after
+    `cut_after` deltas the stream ends cleanly without its closing events (a truncated
+    stream); after `reset_after` deltas the connection is reset (TCP RST).
     """
 
     text: str = "ok"
@@ -45,6 +50,9 @@ class Reply:
     status: int = 200
     chunk_chars: int = 8
     chunk_delay: float | None = None  # None: the server's default
+    stall_s: float = 0.0
+    cut_after: int | None = None
+    reset_after: int | None = None
 
 
 @dataclass
@@ -62,6 +70,7 @@ class RecordedRequest:
     chunks_sent: int = 0
     completed: bool = False
     aborted: bool = False  # the client hung up before the end of the stream
+    cut: bool = False  # the server cut or reset the stream on purpose (Reply faults)
     reply: Reply | None = None
 
 
@@ -91,6 +100,10 @@ def _common_prefix(a: bytes, b: bytes) -> int:
 
 
 class _Aborted(Exception):
+    pass
+
+
+class _Cut(Exception):
     pass
 
 
@@ -349,6 +362,9 @@ class _Handler(BaseHTTPRequestHandler):
         except _Aborted:
             rec.aborted = True
             self.close_connection = True
+        except _Cut:
+            rec.cut = True
+            self.close_connection = True
         finally:
             self.owner._notify()
 
@@ -363,11 +379,21 @@ class _Handler(BaseHTTPRequestHandler):
         rec.chunks_sent += 1
         self.owner.stream_started.set()
         self.owner._notify()
+        reply = rec.reply
+        if reply and reply.reset_after is not None and rec.chunks_sent >= reply.reset_after:
+            # SO_LINGER 0: close() sends a RST instead of a FIN
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            raise _Cut
+        if reply and reply.cut_after is not None and rec.chunks_sent >= reply.cut_after:
+            self._write_chunk(b"")  # the end of the chunked body: a clean, early end
+            raise _Cut
 
     def _anthropic_stream(
         self, rec: RecordedRequest, reply: Reply, usage: dict, model: str
     ) -> None:
         self._start_stream()
+        self.owner._sleep(reply.stall_s)
         start_usage = {**usage, "output_tokens": 1}
         msg = _anthropic_message(reply, start_usage, model)
         msg.update(content=[], stop_reason=None, stop_sequence=None)
@@ -419,6 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, rec: RecordedRequest, reply: Reply, usage: dict, model: str, include_usage: bool
     ) -> None:
         self._start_stream()
+        self.owner._sleep(reply.stall_s)
         base = {
             "id": "chatcmpl-test",
             "object": "chat.completion.chunk",
