@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 
 def _console():
@@ -185,7 +186,6 @@ def _budget_hook() -> int:
     """Print the .claude/settings.json entry that runs the packaged PostToolUse hook."""
     import json
     import shlex
-    from pathlib import Path
 
     script = Path(__file__).resolve().parent / "hooks" / "claude_code_posttooluse.py"
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
@@ -195,7 +195,6 @@ def _budget_hook() -> int:
 
 
 def _budget_report(args: argparse.Namespace, threshold: float) -> int:
-    from pathlib import Path
 
     from rich.table import Table
 
@@ -233,59 +232,88 @@ def _add_audit(p: argparse.ArgumentParser) -> None:
 
 
 def _pct(value: object) -> str:
-    return f"{value:.1%}" if isinstance(value, (int, float)) else ""
+    return f"{value:.1%}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def _check_archive(log: Path, archive: str, entry: dict) -> str:
+    """Whether the archive restores the very conversation the entry replaced (its sha256)."""
+    from hashlib import sha256
+
+    from winnow.runtime.archive import restore
+
+    a = Path(archive) if Path(archive).is_file() else log.parent / Path(archive).name
+    try:
+        encoded = restore(a).encode()
+    except OSError:
+        return "[red]missing[/]"
+    except (ValueError, KeyError, TypeError) as err:
+        from rich.markup import escape
+
+        return f"[red]unreadable: {escape(str(err))}[/]"
+    if "sha256_before" in entry:
+        same = sha256(encoded).hexdigest() == entry["sha256_before"]
+        return "[green]restores[/]" if same else "[red]content differs[/]"
+    # entries written before hashes were recorded: the size is all there is to compare
+    same = len(encoded) == entry.get("bytes_before")
+    return "[green]restores (size only)[/]" if same else "[red]size differs[/]"
 
 
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the mutations and check each archive restores the exact conversation it replaced."""
     import datetime as dt
-    from pathlib import Path
 
+    from rich.markup import escape
     from rich.table import Table
 
-    from winnow.runtime.archive import read_audit, restore
+    from winnow.runtime.archive import read_audit
 
     path = Path(args.file)
     if not path.is_file():
         return _err("audit", f"no audit log at {path}")
     try:
         entries = [e for e in read_audit(path) if isinstance(e, dict) and "event" in e]
-    except ValueError as e:
-        return _err("audit", f"{path} is not an audit log (JSON Lines): {e}")
+    except (ValueError, UnicodeDecodeError) as err:
+        return _err("audit", f"not an audit log (JSON Lines): {err}")
     if not entries:
         return _err("audit", f"{path} holds no audit entries")
-    table = Table(title=f"audit log {path}")
+    table = Table(title=f"audit log {escape(str(path))}")
     for col in ("time (UTC)", "event", "trigger", "tokens", "est. hit", "cache hit"):
         right = col not in ("event", "trigger")
         table.add_column(col, no_wrap=True, justify="right" if right else "left")
     table.add_column("archive")
     table.add_column("check", no_wrap=True)
     bad = 0
-    for e in entries:
-        archive = e.get("archive")
+    for entry in entries:
+        archive = entry.get("archive")
         check = ""
-        if archive:
-            a = Path(archive) if Path(archive).is_file() else path.parent / Path(archive).name
-            try:
-                same = len(restore(a).encode()) == e.get("bytes_before")
-                check = "[green]restores[/]" if same else "[red]size differs[/]"
-            except (OSError, ValueError, KeyError):
-                check = "[red]missing or unreadable[/]"
+        if isinstance(archive, str) and archive:
+            check = _check_archive(path, archive, entry)
             bad += not check.startswith("[green")
-        when = dt.datetime.fromtimestamp(e.get("time", 0), dt.timezone.utc)
-        tokens = f"{e['tokens_before']:,} -> {e['tokens_after']:,}" if "tokens_after" in e else ""
+        elif entry.get("reason"):  # why a compaction was not applied
+            check = escape(str(entry["reason"]))
+        try:
+            when = dt.datetime.fromtimestamp(entry.get("time", 0), dt.timezone.utc)
+            stamp = when.strftime("%Y-%m-%d %H:%M:%S")
+        except (TypeError, ValueError, OverflowError, OSError):
+            stamp = "?"
+        before, after = entry.get("tokens_before"), entry.get("tokens_after")
+        tokens = f"{before:,} -> {after:,}" if _is_int(before) and _is_int(after) else ""
         table.add_row(
-            when.strftime("%Y-%m-%d %H:%M:%S"),
-            str(e.get("event", "?")),
-            str(e.get("trigger", "")),
+            stamp,
+            escape(str(entry.get("event", "?"))),
+            escape(str(entry.get("trigger", ""))),
             tokens,
-            _pct(e.get("estimated_cache_hit")),
-            _pct(e.get("cache_hit")),
-            Path(archive).name if archive else "",
+            _pct(entry.get("estimated_cache_hit")),
+            _pct(entry.get("cache_hit")),
+            escape(Path(archive).name) if isinstance(archive, str) else "",
             check,
         )
     _console().print(table)
     return 1 if bad else 0
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 COMMANDS = {
