@@ -134,6 +134,9 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
                         path, lineno, f"{what} ({e.msg} at column {e.colno}), line skipped"
                     )
                     break
+                except RecursionError:
+                    report.problem(path, lineno, "JSON nested too deeply, line skipped")
+                    break
                 yield lineno, obj
                 pos = end
                 while pos < len(line) and line[pos] in " \t\r":
