@@ -127,6 +127,18 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         "--max-bytes", type=int, default=None, help="largest request body accepted (default: 8 MiB)"
     )
     p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=None,
+        help="seconds a request body may take to arrive (default: 30)",
+    )
+    p.add_argument(
+        "--max-uploads",
+        type=int,
+        default=None,
+        help="request bodies read at once; more get 503 (default: 8)",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -139,8 +151,22 @@ def _serve(args: argparse.Namespace) -> int:
     config = ServiceConfig(
         model=args.model, token=args.token or os.environ.get("WINNOW_TOKEN"), threads=args.threads
     )
+    for name, value, ok in (
+        ("--max-bytes", args.max_bytes, args.max_bytes is None or args.max_bytes > 0),
+        ("--threads", args.threads, args.threads > 0),
+        ("--body-timeout", args.body_timeout, args.body_timeout is None or args.body_timeout > 0),
+        ("--max-uploads", args.max_uploads, args.max_uploads is None or args.max_uploads > 0),
+        ("--port", args.port, 0 <= args.port <= 65535),
+    ):
+        if not ok:
+            print(f"winnow serve: {name} must be positive, got {value}", file=sys.stderr)
+            return 1
     if args.max_bytes:
         config.max_bytes = args.max_bytes
+    if args.body_timeout:
+        config.body_timeout_s = args.body_timeout
+    if args.max_uploads:
+        config.max_uploads = args.max_uploads
     try:
         app = create_app(config)
     except ValueError as e:

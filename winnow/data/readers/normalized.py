@@ -3,10 +3,12 @@
 Records are read as they are: ids, indexes and extra fields (category, scores, source, ...)
 are kept exactly. A record with a field of the wrong type is reported and skipped, except an
 index written as a whole number in a string or float, which is read as that number.
+`unit_from_record` is the same check for one record (the HTTP service uses it too).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ _REQUIRED = ("session_id", "role", "kind", "text")
 # When the first record is longer than the sniffed head, its leading keys still show.
 _FIRST_KEYS = re.compile(r'^\s*\{\s*"id"\s*:\s*"[^"]*"\s*,\s*"session_id"\s*:')
 _OPTIONAL_STR = ("tool_name", "call_id", "timestamp")
+MAX_INDEX = 2**31 - 1  # no session is longer; larger numbers overflow float features
 
 
 class NormalizedReader:
@@ -35,7 +38,8 @@ class NormalizedReader:
         counts: dict[str, int] = {}
         for lineno, obj in iter_json_lines(path, report):
             try:
-                unit = _unit(obj, counts)
+                sid = obj.get("session_id") if isinstance(obj, dict) else None
+                unit = unit_from_record(obj, counts.get(sid, 0) if isinstance(sid, str) else 0)
             except BadRecord as e:
                 report.problem(path, lineno, f"{e}, record skipped")
                 continue
@@ -43,7 +47,9 @@ class NormalizedReader:
             yield unit
 
 
-def _unit(obj: Any, counts: dict[str, int]) -> Unit:
+def unit_from_record(obj: Any, position: int = 0) -> Unit:
+    """The Unit of one SCHEMA.md record; `BadRecord` (one line) when a field has the wrong
+    type. `position` is the index a record without one gets (its place in its session)."""
     if not isinstance(obj, dict):
         raise BadRecord(f"record is {_type(obj)}, expected an object")
     missing = [k for k in _REQUIRED if k not in obj]
@@ -65,7 +71,14 @@ def _unit(obj: Any, counts: dict[str, int]) -> Unit:
         raise BadRecord(
             f"wrong field type: `is_error` is {_type(obj['is_error'])}, expected boolean or null"
         )
-    index = _index(obj.get("index"), counts.get(obj["session_id"], 0))
+    scores = obj.get("scores")
+    if scores is not None and not (
+        isinstance(scores, dict) and all(_finite_number(v) for v in scores.values())
+    ):
+        raise BadRecord(
+            f"wrong field type: `scores` is {_type(scores)}, expected an object of finite numbers"
+        )
+    index = _index(obj.get("index"), position)
     uid = obj.get("id", f"{obj['session_id']}:{index}")
     if not isinstance(uid, str):
         raise BadRecord(f"wrong field type: `id` is {_type(uid)}, expected string")
@@ -76,15 +89,27 @@ def _index(value: Any, position: int) -> int:
     """The record's index; a whole number in a string or float is unambiguous and accepted."""
     if value is None:
         return position
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INDEX:
         return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
+    if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_INDEX:
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+    digits = value.strip() if isinstance(value, str) else ""
+    if digits.isascii() and digits.isdigit() and len(digits) <= 10 and int(digits) <= MAX_INDEX:
+        return int(digits)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
     raise BadRecord(
-        f"wrong field type: `index` is {_type(value)} {value!r}, expected a whole number"
+        f"wrong field type: `index` is {_type(value)} {shown}, "
+        f"expected a whole number 0..{MAX_INDEX}"
     )
+
+
+def _finite_number(value: Any) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
 
 
 def _type(value: Any) -> str:
