@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from winnow.cli import CommandError, check_inputs, positive_int
 from winnow.data.schema import Unit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -490,10 +491,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="transcripts to measure on (default: ../shared/traces, else the test fixtures)",
     )
     p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
-    p.add_argument("--latency-units", type=int, default=None)
-    p.add_argument("--batch-files", type=int, default=None)
-    p.add_argument("--bert-units", type=int, default=None)
-    p.add_argument("--session-tokens", type=int, default=None)
+    p.add_argument("--latency-units", type=positive_int, default=None)
+    p.add_argument("--batch-files", type=positive_int, default=None)
+    p.add_argument("--bert-units", type=positive_int, default=None)
+    p.add_argument("--session-tokens", type=positive_int, default=None)
     p.add_argument("--skip-ray", action="store_true")
     p.add_argument("--skip-retrain", action="store_true")
     p.add_argument(
@@ -513,6 +514,8 @@ def run(args: argparse.Namespace) -> int:
         for k in ("traces", "model", "latency_units", "batch_files", "bert_units", "session_tokens")
         if (v := getattr(args, k)) is not None
     }
+    if args.traces is not None:
+        check_inputs([args.traces])
     config = BenchConfig.quick(**kw) if args.quick else BenchConfig(**kw)
     config.ray &= not args.skip_ray
     config.retrain &= not args.skip_retrain
@@ -520,9 +523,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         rows = Bench(config, log=lambda m: err.print(m, style="dim")).run(args.only)
-    except ValueError as e:
-        err.print(f"winnow bench: {e}", markup=False)
-        return 2
+    except ValueError as e:  # an unusable model directory, too few transcripts
+        raise CommandError(str(e)) from None
     table = Table(title=f"winnow bench ({config.traces}, {time.perf_counter() - t0:.0f} s)")
     for col, justify in (
         ("figure", "left"),

@@ -5,6 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from winnow.cli import (
+    CommandError,
+    check_inputs,
+    check_output,
+    non_negative_int,
+    port,
+    positive_float,
+    positive_int,
+)
+
 
 def _score_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or folders")
@@ -22,7 +32,10 @@ def _score_args(p: argparse.ArgumentParser) -> None:
         help="local processes or Ray Data (default: %(default)s)",
     )
     p.add_argument(
-        "--workers", type=int, default=0, help="worker processes / Ray actors (default: all cores)"
+        "--workers",
+        type=non_negative_int,
+        default=0,
+        help="worker processes / Ray actors (default: all cores)",
     )
     p.add_argument(
         "--ray-address", default=None, help="Ray cluster address (default: start a local Ray)"
@@ -43,6 +56,8 @@ def _score(args: argparse.Namespace) -> int:
     )
     from winnow.data.schema import DEFAULT_STRATEGIES
 
+    check_inputs(args.paths)
+    check_output(args.output)
     config = ScoreConfig(args.model, args.engine, args.workers, args.ray_address)
     err = Console(stderr=True)
     progress = Progress(
@@ -74,17 +89,13 @@ def _score(args: argparse.Namespace) -> int:
             args.paths, args.output, on_file=on_file, on_start=on_start
         )
     except ValueError as e:  # bad configuration, e.g. an unusable model directory
-        err.print(f"winnow score: {e}", markup=False, soft_wrap=True)
-        return 2
+        progress.stop()  # before the message: a live progress bar would take its line
+        raise CommandError(str(e)) from None
     except ModuleNotFoundError as e:
         if e.name != "ray":
             raise
-        err.print(
-            "winnow score: --engine ray needs Ray: pip install 'winnow[ray]'",
-            markup=False,
-            soft_wrap=True,
-        )
-        return 2
+        progress.stop()
+        raise CommandError("--engine ray needs Ray: pip install 'winnow[ray]'") from None
     finally:
         progress.stop()
 
@@ -113,10 +124,11 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
+    # defaults are ServiceConfig's (not imported here: FastAPI is slow to import)
     p.add_argument(
         "--host", default="127.0.0.1", help="bind address (default: %(default)s, loopback only)"
     )
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=port, default=8000, help="(default: %(default)s)")
     p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     p.add_argument(
         "--token",
@@ -124,18 +136,21 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="require `Authorization: Bearer TOKEN` (default: $WINNOW_TOKEN, else none)",
     )
     p.add_argument(
-        "--max-bytes", type=int, default=None, help="largest request body accepted (default: 8 MiB)"
+        "--max-bytes",
+        type=positive_int,
+        default=None,
+        help="largest request body accepted (default: 8 MiB)",
     )
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    p.add_argument("--threads", type=positive_int, default=1, help="onnxruntime intra-op threads")
     p.add_argument(
         "--body-timeout",
-        type=float,
+        type=positive_float,
         default=None,
-        help="seconds a request body may take to arrive (default: 30)",
+        help="seconds a request body may take to arrive; then 408 (default: 30)",
     )
     p.add_argument(
         "--max-uploads",
-        type=int,
+        type=positive_int,
         default=None,
         help="request bodies read at once; more get 503 (default: 8)",
     )
@@ -148,30 +163,18 @@ def _serve(args: argparse.Namespace) -> int:
 
     from winnow.serving.service import ServiceConfig, create_app
 
+    limits = {"max_bytes": args.max_bytes, "body_timeout_s": args.body_timeout,
+              "max_uploads": args.max_uploads}  # fmt: skip
     config = ServiceConfig(
-        model=args.model, token=args.token or os.environ.get("WINNOW_TOKEN"), threads=args.threads
+        model=args.model,
+        token=args.token or os.environ.get("WINNOW_TOKEN"),
+        threads=args.threads,
+        **{k: v for k, v in limits.items() if v is not None},
     )
-    for name, value, ok in (
-        ("--max-bytes", args.max_bytes, args.max_bytes is None or args.max_bytes > 0),
-        ("--threads", args.threads, args.threads > 0),
-        ("--body-timeout", args.body_timeout, args.body_timeout is None or args.body_timeout > 0),
-        ("--max-uploads", args.max_uploads, args.max_uploads is None or args.max_uploads > 0),
-        ("--port", args.port, 0 <= args.port <= 65535),
-    ):
-        if not ok:
-            print(f"winnow serve: {name} must be positive, got {value}", file=sys.stderr)
-            return 1
-    if args.max_bytes:
-        config.max_bytes = args.max_bytes
-    if args.body_timeout:
-        config.body_timeout_s = args.body_timeout
-    if args.max_uploads:
-        config.max_uploads = args.max_uploads
     try:
         app = create_app(config)
     except ValueError as e:
-        print(f"winnow serve: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(str(e)) from None
     if config.token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"winnow serve: warning: {args.host} without --token: anyone who reaches it can use it",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from winnow.cli import CommandError, check_inputs, check_output, non_negative_int
+
 LABEL_COLUMNS = ("category", "label_source", "label_votes", "hand_label")
 
 
@@ -32,7 +34,11 @@ def _add_label(p: argparse.ArgumentParser) -> None:
         "--report", action="store_true", help="score the heuristic labels against --labels"
     )
     p.add_argument(
-        "--show", type=int, default=0, metavar="N", help="print N random units per category"
+        "--show",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="print N random units per category",
     )
 
 
@@ -73,10 +79,15 @@ def _run_label(args: argparse.Namespace) -> int:
         load_labels,
     )
 
+    check_inputs([*args.paths, *args.labels])
+    check_output(args.output)
     console, err = Console(), Console(stderr=True)
     start = time.perf_counter()
     with err.status("reading units"):
-        table, units = _load(args.paths, err)
+        try:
+            table, units = _load(args.paths, err)
+        except (ValueError, KeyError) as e:  # pyarrow's errors are ValueErrors
+            raise CommandError(f"{args.paths[0]}: not a Parquet file of units ({e})") from None
     if not units:
         err.print("[bold red]winnow label:[/] no units read; nothing written")
         return 1
@@ -223,6 +234,8 @@ def _run_dataset(args: argparse.Namespace) -> int:
 
     from winnow.data.dataset import SplitConfig, build_dataset
 
+    check_inputs([args.labeled])
+    check_output(args.output, folder=True)
     try:
         config = SplitConfig(ratios=tuple(args.ratios), seed=args.seed)
         info = build_dataset(args.labeled, args.output, config)

@@ -39,7 +39,10 @@ def _line(obj: Any) -> str:
 def _records(path: Path) -> list[tuple[int, Any]]:
     """(line number, object) of each non-blank line; ValueError naming the line otherwise."""
     out = []
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
@@ -122,17 +125,14 @@ class AuditLog:
 def _records_lenient(path: Path) -> list[tuple[int, Any]]:
     try:
         return _records(path)
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError):
         return []
 
 
 def restore(path: str | Path) -> Conversation:
     """The conversation an archive holds; ValueError (naming the line) when it is damaged."""
     path = Path(path)
-    try:
-        records = _records(path)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    records = _records(path)
     if not records:
         raise ValueError(f"{path}: empty archive")
     (n, head), rest = records[0], records[1:]

@@ -272,7 +272,7 @@ def _run_audit(args: argparse.Namespace) -> int:
         return _err("audit", f"no audit log at {path}")
     try:
         entries = [e for e in read_audit(path) if isinstance(e, dict) and "event" in e]
-    except (ValueError, UnicodeDecodeError) as err:
+    except ValueError as err:  # names the file and line
         return _err("audit", f"not an audit log (JSON Lines): {err}")
     if not entries:
         return _err("audit", f"{path} holds no audit entries")

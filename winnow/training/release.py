@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from winnow.cli import check_inputs, check_output, positive_int
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TRACES = REPO.parent / "shared" / "traces"
 DEFAULT_LABELS = REPO / "data" / "labels"
@@ -42,11 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--work", help="keep the intermediate Parquet files here (default: a temporary folder)"
     )
-    p.add_argument("--epochs", type=int, help="override TrainConfig.epochs")
+    p.add_argument("--epochs", type=positive_int, help="override TrainConfig.epochs")
     p.add_argument("--seed", type=int, default=0, help="first seed (default: %(default)s)")
     p.add_argument(
         "--seeds",
-        type=int,
+        type=positive_int,
         default=3,
         help="train this many seeds and keep the best by validation macro-F1, the criterion "
         "that already picks the epoch: on a few thousand hand labels one seed is a lottery "
@@ -87,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         if args.labels is None
         else args.labels
     )
+    check_inputs(labels)
+    check_output(args.output, folder=True)
+    if args.work:
+        check_output(args.work, folder=True)
     out = Path(args.output)
     times: dict[str, float] = {}
     start = time.perf_counter()
