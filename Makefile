@@ -16,7 +16,7 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 
 $(VENV)/.all: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[train,dev,llm,serve,ray,bench]"
+	$(BIN)/pip install -q -e ".[train,dev,llm,serve,ray,bench,cib]"
 	touch $@ $(VENV)/.base
 
 # The main job on the shipped default model: label every unit of a real transcript, then
@@ -28,6 +28,7 @@ demo: $(VENV)/.base
 
 test: $(VENV)/.all
 	$(BIN)/ruff check winnow tests
+	@test -x .cache/claude-code-2.1.332/node_modules/.bin/claude || (command -v npm >/dev/null && npm install --silent --no-audit --no-fund --prefix .cache/claude-code-2.1.332 @anthropic-ai/claude-code@2.1.332 >/dev/null 2>&1) || echo "Claude Code not installed (no npm, or no network): tests/test_proxy_claude_code.py will skip"
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.all

@@ -31,50 +31,16 @@ sys.path.insert(0, str(ROOT))
 
 from winnow.data.readers import read_paths  # noqa: E402
 from winnow.data.schema import MUST_KEEP, Unit  # noqa: E402
+from winnow.serving.baselines import mask_observations as mask  # noqa: E402
+from winnow.serving.baselines import truncate_oldest as truncate  # noqa: E402
 from winnow.serving.compressor import (  # noqa: E402
     CompressorConfig,
     SemanticCompressor,
     orphan_call_ids,
 )
-from winnow.serving.strategies import RESULT_PLACEHOLDER  # noqa: E402
 from winnow.serving.tokens import default_token_counter, unit_tokens  # noqa: E402
 
-MASK_WINDOW = 10
 CURVE = (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
-
-
-# --- baselines ------------------------------------------------------------------------------
-
-
-def truncate(units: list[Unit], limit: int, counter) -> list[Unit]:
-    """Keep the newest units that fit; drop a result whose call fell off the front."""
-    kept: list[Unit] = []
-    total = 0
-    for u in reversed(units):
-        n = unit_tokens(u, counter)
-        if total + n > limit:
-            break
-        kept.append(u)
-        total += n
-    kept.reverse()
-    calls = {u.call_id for u in kept if u.kind == "tool_call"}
-    had_call = {u.call_id for u in units if u.kind == "tool_call"}
-    return [
-        u
-        for u in kept
-        if not (u.kind == "tool_result" and u.call_id in had_call and u.call_id not in calls)
-    ]
-
-
-def mask(units: list[Unit], limit: int, counter) -> list[Unit]:
-    """Observation masking: all but the last MASK_WINDOW tool results become a placeholder."""
-    results = [i for i, u in enumerate(units) if u.kind == "tool_result"]
-    old = set(results[:-MASK_WINDOW]) if len(results) > MASK_WINDOW else set()
-    masked = [
-        dataclasses.replace(u, text=RESULT_PLACEHOLDER) if i in old else u
-        for i, u in enumerate(units)
-    ]
-    return truncate(masked, limit, counter)
 
 
 # --- data -----------------------------------------------------------------------------------

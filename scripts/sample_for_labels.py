@@ -5,8 +5,11 @@ source and kind is represented. Round 2 (`--enrich labeled.parquet --exclude gol
 draws the units the categories are hardest on: what the heuristic labeller calls a rare
 category (constraint, architecture, acknowledgment) or a confusable one (decision,
 explanation), plus user text. Round 4 (`--uncertain MODEL`) draws the units a trained
-classifier is unsure are must-keep (active learning). All cut the sample into annotator
-slices with a blind overlap that is labelled twice.
+classifier is unsure are must-keep (active learning). Round 6 (`--targeted`) draws the unit
+shapes the shipped model got wrong on unseen projects (slash commands and their expansions,
+short user answers, task-tool results, passing linters, thinking that may reach a decision)
+and tops up the sources with few labels. All cut the sample into annotator slices with a
+blind overlap that is labelled twice.
 
     python scripts/sample_for_labels.py ../shared/traces -o /tmp/annotation --annotators 4
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -137,6 +141,64 @@ def uncertain(
     ]
 
 
+# Round 6: unit shapes the shipped model got wrong on unseen projects (issue 13), and how
+# many unlabelled units to draw per source with few labels, stratified by kind.
+TARGETS = {
+    "slash_command": re.compile(r"<command-name>/"),
+    "bash_io": re.compile(r"<bash-(?:input|stdout|stderr)>"),
+    "compaction": re.compile(
+        r"detailed summary of the conversation|session is being continued from a previous", re.I
+    ),
+    "task_tool_result": re.compile(
+        r"^(?:Task #\d+ created|Updated task #\d+|Todos have been)", re.M
+    ),
+    "passing_linter": re.compile(
+        r"Total errors: 0|All checks passed|\b0 errors\b|no issues found|passed successfully", re.I
+    ),
+}
+TARGET_CAPS = {"task_tool_result": 60, "thinking": 120}
+TOP_UP = {"minsky/specstory": 350, "agentv/codex": 120, "agentv/copilot": 60}
+
+
+def targeted(units: dict, context: dict, exclude: set[str], rng: random.Random) -> list:
+    """Round 6: the shapes in TARGETS (and the user text after a slash command, its
+    expansion), short user answers, thinking blocks, then TOP_UP units of thin sources."""
+    ordered = list(units.values())
+    picked: dict[str, None] = {}
+
+    def take(pool: list, cap: int | None = None) -> None:
+        pool = [u for u in pool if u.id not in exclude and u.id not in picked]
+        rng.shuffle(pool)
+        for u in pool[:cap]:
+            picked[u.id] = None
+
+    for name, pattern in TARGETS.items():
+        hits = [u for u in ordered if pattern.search(u.text[:5000])]
+        if name == "slash_command":  # and the expansion that follows the command
+            after = {(u.session_id, u.index + 1) for u in hits}
+            hits += [u for u in ordered if (u.session_id, u.index) in after and u.role == "user"]
+        take(hits, TARGET_CAPS.get(name))
+    take(
+        [u for u in ordered if u.role == "user" and u.kind == "text" and len(u.text.strip()) <= 25]
+    )
+    take([u for u in ordered if u.kind == "thinking"], TARGET_CAPS["thinking"])
+    for source, n in TOP_UP.items():
+        pool = [u for u in ordered if context[u.id]["source"] == source and u.id not in picked]
+        by_kind: dict[str, list] = defaultdict(list)
+        for u in pool:
+            if u.id not in exclude:
+                by_kind[f"{u.role}/{u.kind}"].append(u)
+        for k in sorted(by_kind):
+            rng.shuffle(by_kind[k])
+        share = max(1, n // max(1, len(by_kind)))
+        chosen = [u for k in sorted(by_kind) for u in by_kind[k][:share]]
+        rest = [u for k in sorted(by_kind) for u in by_kind[k][share:]]
+        rng.shuffle(rest)
+        for u in (chosen + rest)[:n]:
+            picked[u.id] = None
+    return [units[i] for i in picked]
+
+
 def write_slices(picked: list, context: dict, out: Path, n: int, overlap: int, rng) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     rng.shuffle(picked)
@@ -182,6 +244,9 @@ def main() -> None:
         help="--uncertain: only sessions that already have labels (keeps the data set split)",
     )
     ap.add_argument(
+        "--targeted", action="store_true", help="round 6: known wrong shapes and thin sources"
+    )
+    ap.add_argument(
         "--skip-test-of",
         type=Path,
         help="split.json of a data set: draw no unit of its test sessions",
@@ -193,7 +258,9 @@ def main() -> None:
     skip = frozenset()
     if args.skip_test_of:
         skip = frozenset(json.loads(args.skip_test_of.read_text())["splits"]["test"]["session_ids"])
-    if args.uncertain:
+    if args.targeted:
+        picked = targeted(units, context, done, rng)
+    elif args.uncertain:
         lo, hi = (float(x) for x in args.band.split(","))
         picked = uncertain(
             units, args.uncertain, done, (lo, hi), skip, args.text_only, args.same_sessions

@@ -13,6 +13,10 @@ and parsed JSON), answers from a script of replies (JSON or SSE when the body sa
 
 Usage figures simulate prompt caching: the longest common prefix (in bytes / 4) of the
 request's (system, tools, messages) with an earlier request counts as cache reads.
+
+With `validate` (e.g. `api_validate.validate_anthropic` for both APIs, see `strict()`), a
+request the real API would reject is answered 400 with the problems, which are also kept on
+the recorded request (`problems`).
 """
 
 from __future__ import annotations
@@ -72,6 +76,14 @@ class RecordedRequest:
     aborted: bool = False  # the client hung up before the end of the stream
     cut: bool = False  # the server cut or reset the stream on purpose (Reply faults)
     reply: Reply | None = None
+    problems: list[str] = field(default_factory=list)  # what `validate` found
+
+
+def strict(api: str, body: Any) -> list[str]:
+    """The validator of tests/api_validate.py for the API a request was sent to."""
+    from api_validate import validate_anthropic, validate_openai
+
+    return validate_anthropic(body) if api == "anthropic" else validate_openai(body)
 
 
 def _prompt_key(api: str, body: dict[str, Any]) -> bytes:
@@ -117,8 +129,10 @@ class LLMServer:
         chunk_delay: float = 0.0,
         lifetime: float = 60.0,
         model: str = "test-model",
+        validate: Callable[[str, Any], list[str]] | None = None,
     ) -> None:
         self._script = replies
+        self.validate = validate
         self._next = 0
         self.chunk_delay = chunk_delay
         self.lifetime = lifetime
@@ -336,9 +350,14 @@ class _Handler(BaseHTTPRequestHandler):
             api=api,
             received_at=time.monotonic(),
         )
+        if self.owner.validate is not None:
+            rec.problems = self.owner.validate(api, body)
         reply, cached = self.owner._record(rec)
         if not isinstance(body, dict):
             self._send_json(400, _error(api, 400, "body is not a JSON object"))
+            return
+        if rec.problems:
+            self._send_json(400, _error(api, 400, "; ".join(rec.problems)))
             return
         if reply.status >= 400:
             self._send_json(reply.status, _error(api, reply.status, reply.text))

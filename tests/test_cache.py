@@ -169,7 +169,7 @@ def test_render_shapes() -> None:
 
 def test_scrub_masks_timestamps() -> None:
     assert scrub_volatile("built 2026-02-13T09:22:03.454Z ok") == "built <time> ok"
-    assert min_cacheable_tokens("claude-haiku-4-5") == 2048
+    assert min_cacheable_tokens("claude-3-5-haiku-latest") == 2048
     assert min_cacheable_tokens("claude-sonnet-4-6") == 1024
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,6 +69,15 @@ def test_cache_aware_openai_to_stdout(capsys) -> None:
             "--to must be one of normalized, anthropic, openai",
         ),
         ([NORMALIZED, "--limit", "ten"], "--limit must be a positive token count or a percentage"),
+        ([NORMALIZED, "--limit", "inf%"], "--limit must be a positive token count or a percentage"),
+        ([NORMALIZED, "--limit", "nan%"], "--limit must be a positive token count or a percentage"),
+        ([NORMALIZED, "--limit", "0%"], "--limit must be a positive token count or a percentage"),
+        ([NORMALIZED, "--limit", "-5"], "--limit must be a positive token count or a percentage"),
+        (
+            [NORMALIZED, "--limit", "1e400"],
+            "--limit must be a positive token count or a percentage",
+        ),
+        ([NORMALIZED, "--limit", "100", "--model", "/no/such/model"], "--model /no/such/model: "),
         ([NORMALIZED, "--limit", "10"], "must-keep units alone need"),
         ([Path(__file__), "--limit", "100"], "unknown format"),
     ],
@@ -116,3 +127,34 @@ def test_llm_summarizer_without_a_key_fails_early(capsys, monkeypatch) -> None:
     rc, stdout, stderr = run(capsys, NORMALIZED, "--limit", "2000", "--summarizer", "anthropic")
     assert rc == 1 and stdout == ""
     assert stderr == "winnow compress: --summarizer anthropic: no API key (set ANTHROPIC_API_KEY)\n"
+
+
+def test_llm_model_names_the_request_and_the_cache_minimum(tmp_path, capsys) -> None:
+    out = tmp_path / "body.json"
+    argv = [CLAUDE_CODE, "--limit", "40%", "--to", "anthropic", "--cache", "-o", out]
+    rc, _stdout, stderr = run(capsys, *argv, "--llm-model", "claude-opus-4-8")
+    assert rc == 0 and "unknown model" not in stderr
+    body = json.loads(out.read_text())
+    assert body["model"] == "claude-opus-4-8" and body["max_tokens"] > 0  # a complete request
+    assert_valid_anthropic(body)
+    # an unknown model: one warning line on stderr (as a user sees it, no test logging set up)
+    cmd = [sys.executable, "-m", "winnow.cli", "compress", *map(str, argv[:-1])]
+    done = subprocess.run(
+        [*cmd, str(tmp_path / "nova.json"), "--llm-model", "claude-nova-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "nova.json").read_text())["model"] == "claude-nova-1"
+    warning = [line for line in done.stderr.splitlines() if "claude-nova-1" in line]
+    assert len(warning) == 1 and "minimum cacheable" in warning[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_help_lists_the_output_formats(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["compress", "--help"])
+    text = capsys.readouterr().out
+    assert "{normalized,anthropic,openai}" in text and "--llm-model" in text
+    assert "classifier model directory" in text and "JSON Lines" in text

@@ -7,6 +7,7 @@ must come out exactly as it went in, the audit log must say why, and no archive 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from llm_server import LLMServer, Reply
@@ -14,7 +15,7 @@ from test_idle import SUMMARY, make, script
 
 from winnow.runtime.archive import read_audit
 from winnow.runtime.idle import INSTRUCTION, SECTIONS, incomplete
-from winnow.runtime.llm import Completion, Conversation, LLMError
+from winnow.runtime.llm import Completion, Conversation, LLMError, complete, relaying_client
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
@@ -198,3 +199,29 @@ def test_incomplete_names_what_is_wrong():
     text = SUMMARY.replace("## Next immediate step", "The next immediate step:")
     assert incomplete(_done(text)) == "missing section: Next immediate step"
     assert len(SECTIONS) == 7 and all(f"## {n}" in INSTRUCTION for n, _ in SECTIONS)
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai"])
+@pytest.mark.parametrize("credential", ["x-api-key", "authorization"])
+def test_a_relaying_client_sends_the_relayed_credentials_only(monkeypatch, api, credential):
+    """A proxy's compaction speaks for its client: the client's key, never the proxy's own."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "the-proxy's-own")
+    monkeypatch.setenv("OPENAI_API_KEY", "the-proxy's-own")
+    value = "client-key" if credential == "x-api-key" else "Bearer client-token"
+    relayed = {credential: value, "anthropic-beta": "extended-cache-ttl-2025-04-11"}
+
+    async def go():
+        with LLMServer() as srv:
+            base = srv.base_url if api == "anthropic" else srv.openai_base_url
+            client = relaying_client(api, base, relayed, max_retries=0)
+            done = await complete(
+                client, Conversation(api, "m", [{"role": "user", "content": "hi"}])
+            )
+            await client.close()
+            return done, srv.requests[0].headers
+
+    done, headers = asyncio.run(go())
+    assert done.ended and headers[credential] == value
+    other = "authorization" if credential == "x-api-key" else "x-api-key"
+    assert other not in headers and "the-proxy's-own" not in json.dumps(headers)
+    assert headers["anthropic-beta"] == "extended-cache-ttl-2025-04-11"

@@ -39,7 +39,8 @@ def raw_claude_counts(path: Path) -> Counter:
     """Independent count of Claude Code content blocks by (role, kind), straight from the JSON.
 
     Deliberately simple and free of winnow code: every user/assistant line (glued lines split,
-    a line repeated with the same uuid counted once), every block of its content.
+    a line repeated with the same uuid counted once), every block of its content, and each
+    message the user queued that was not dequeued (as an ordinary user line) later.
     """
     kinds = {
         "text": "text",
@@ -51,10 +52,19 @@ def raw_claude_counts(path: Path) -> Counter:
     counts: Counter = Counter()
     seen = set()
     decoder = json.JSONDecoder()
+    queue: list[bool] = []  # True: typed by the user (not a JSON or tagged notification)
     for line in path.read_text(encoding="utf-8").splitlines():
         line, pos = line.strip(), 0
         while pos < len(line):
             record, pos = decoder.raw_decode(line, pos)
+            if record.get("type") == "queue-operation":
+                op, text = record.get("operation"), record.get("content")
+                if op == "enqueue":
+                    queue.append(isinstance(text, str) and text.lstrip()[:1] not in "{<")
+                elif op in ("dequeue", "remove") and queue:
+                    typed = queue.pop(0)
+                    counts["user", "text"] += op == "remove" and typed
+                continue
             if record.get("type") not in ("user", "assistant") or record.get("uuid") in seen:
                 continue
             seen.add(record.get("uuid"))
@@ -62,6 +72,7 @@ def raw_claude_counts(path: Path) -> Counter:
             for block in [{"type": "text"}] if isinstance(content, str) else content:
                 kind = kinds[block["type"]]
                 counts["tool" if kind == "tool_result" else record["type"], kind] += 1
+    counts["user", "text"] += sum(queue)
     return counts
 
 
@@ -322,7 +333,7 @@ TRACE_FIGURES = {
         "sessions": 56,
         "formats": {"claude_code": 53, "gemini": 3},
         "units": {
-            ("user", "text"): 170,
+            ("user", "text"): 172,
             ("assistant", "text"): 640,
             ("assistant", "thinking"): 774,
             ("assistant", "tool_call"): 1258,
@@ -333,7 +344,7 @@ TRACE_FIGURES = {
         "sessions": 15,
         "formats": {"claude_code": 15},
         "units": {
-            ("user", "text"): 75,
+            ("user", "text"): 76,
             ("assistant", "text"): 187,
             ("assistant", "thinking"): 512,
             ("assistant", "tool_call"): 764,
@@ -344,7 +355,7 @@ TRACE_FIGURES = {
         "sessions": 25,
         "formats": {"claude_code": 25},
         "units": {
-            ("user", "text"): 68,
+            ("user", "text"): 69,
             ("assistant", "text"): 269,
             ("assistant", "thinking"): 60,
             ("assistant", "tool_call"): 538,

@@ -14,6 +14,8 @@ import pytest
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 
+from api_validate import validate_anthropic, validate_openai  # noqa: E402
+
 from winnow.data.readers import ReadReport, read_file  # noqa: E402
 from winnow.data.schema import CATEGORIES  # noqa: E402
 from winnow.serving.service import ServiceConfig, create_app  # noqa: E402
@@ -162,30 +164,22 @@ def test_compress_answers_in_the_input_format(client, body, fmt):
     r = client.post("/v1/compress", json=req)
     assert r.status_code == 200, r.text
     out = r.json()
-    assert out["model"] == body["model"]  # other request fields carried through
-    assert isinstance(out["messages"], list) and out["messages"]
+    assert set(out) == {"body", "winnow"}  # the provider body holds provider fields only
+    sent = out["body"]
+    assert sent["model"] == body["model"]  # other request fields carried through
+    assert list(sent) == list(body)  # in their order
+    validate = validate_openai if fmt == "openai" else validate_anthropic
+    assert validate(sent) == []
     w = out["winnow"]
     assert w["format"] == fmt and w["token_limit"] == 40
     assert w["tokens_after"] <= min(40, w["tokens_before"])
-    if fmt == "openai":  # every tool message still answers a call of the message before it
-        calls = {c["id"] for m in out["messages"] for c in m.get("tool_calls") or []}
-        assert all(m["tool_call_id"] in calls for m in out["messages"] if m["role"] == "tool")
-    else:
-        uses = {
-            b["id"]
-            for m in out["messages"]
-            if isinstance(m["content"], list)
-            for b in m["content"]
-            if b["type"] == "tool_use"
-        }
-        results = {
-            b["tool_use_id"]
-            for m in out["messages"]
-            if isinstance(m["content"], list)
-            for b in m["content"]
-            if b["type"] == "tool_result"
-        }
-        assert results <= uses
+
+
+@pytest.mark.parametrize("body", [OPENAI, ANTHROPIC])
+def test_compress_under_no_pressure_returns_the_body_unchanged(client, body):
+    r = client.post("/v1/compress", json={"token_limit": 10**6, **body})
+    assert r.status_code == 200, r.text
+    assert json.dumps(r.json()["body"]) == json.dumps(body)  # JSON-equal, key order kept
 
 
 def test_compress_must_keep_overflow_is_a_clear_422(client):
@@ -201,7 +195,7 @@ def test_compress_normalized_units_fits_the_limit(client):
     r = client.post("/v1/compress", json=req)
     assert r.status_code == 200, r.text
     assert r.json()["winnow"]["tokens_after"] <= limit
-    assert r.json()["units"]
+    assert r.json()["body"]["units"]
 
 
 @pytest.mark.parametrize(

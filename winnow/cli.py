@@ -19,8 +19,10 @@ COMMAND_MODULES = (
     "winnow.data.label_commands",
     "winnow.training.commands",
     "winnow.serving.commands",
+    "winnow.serving.proxy_cli",
     "winnow.runtime.commands",
     "winnow.batch.commands",
+    "winnow.batch.cib.commands",
 )
 
 

@@ -1,6 +1,6 @@
 """Transcripts in, normalized units out, labelled by category, split into a data set."""
 
-from winnow.data.readers import ReadReport, detect_format, read_file, read_paths
+from winnow.data.readers import ReadReport, detect_format, parse, read_file, read_paths
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, DROPPABLE, MUST_KEEP, Unit, as_unit
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "Unit",
     "as_unit",
     "detect_format",
+    "parse",
     "read_file",
     "read_paths",
 ]

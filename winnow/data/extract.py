@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from winnow.data.readers import ReadReport, read_paths
 from winnow.data.schema import SCHEMA_FIELDS, Unit
+from winnow.data.writers import RequestsOnce
 
 SCHEMA = pa.schema(
     [
@@ -54,8 +55,10 @@ class ExtractConfig:
     compression: str = "zstd"
 
 
-def _row(unit: Unit) -> dict:
+def _row(unit: Unit, requests: RequestsOnce | None = None) -> dict:
     d = unit.to_dict()
+    if requests is not None:  # a request's fields once a session, not on every row
+        requests.thin(d)
     extra = {k: v for k, v in d.items() if k not in _TOP}
     row = {k: d.get(k) for k in _COLUMNS[:-1]}
     row["extra"] = json.dumps(extra, ensure_ascii=False, default=str) if extra else None
@@ -80,10 +83,11 @@ def extract(
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     rows: list[dict] = []
     size = 0
+    requests = RequestsOnce()
     try:
         with pq.ParquetWriter(tmp, SCHEMA, compression=config.compression) as writer:
             for unit in read_paths(paths, report, on_file=on_file):
-                rows.append(_row(unit))
+                rows.append(_row(unit, requests))
                 size += len(unit.text)
                 if len(rows) >= config.row_group_rows or size >= config.row_group_bytes:
                     writer.write_table(pa.Table.from_pylist(rows, schema=SCHEMA))
@@ -100,11 +104,17 @@ def extract(
 def load_units(path: str | Path, batch_rows: int = 8192) -> Iterator[Unit]:
     """Stream the units of a Parquet file written by `extract`, `source`/`format`/extras restored."""
     pf = pq.ParquetFile(path)
+    requests: dict[str, dict] = {}
     for batch in pf.iter_batches(batch_size=batch_rows):
         for row in batch.to_pylist():
             extra = row.pop("extra", None)
             if extra:
                 row.update(json.loads(extra))
+            if isinstance(row.get("request"), dict):
+                requests[row["session_id"]] = row["request"]
+            elif row.get("format") in ("anthropic_messages", "openai_chat"):
+                if row["session_id"] in requests:
+                    row["request"] = requests[row["session_id"]]
             yield Unit.from_dict(row)
 
 

@@ -21,11 +21,20 @@ import copy
 import inspect
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["APIS", "Completion", "Conversation", "LLMError", "client_api", "complete", "encode"]
+__all__ = [
+    "APIS",
+    "Completion",
+    "Conversation",
+    "LLMError",
+    "client_api",
+    "complete",
+    "encode",
+    "relaying_client",
+]
 
 APIS = ("anthropic", "openai")
 _PATHS = {"anthropic": "/v1/messages", "openai": "/chat/completions"}
@@ -144,6 +153,35 @@ def client_api(client: Any) -> str:
         f"expected an anthropic.AsyncAnthropic or openai.AsyncOpenAI client, "
         f"got {type(client).__name__}"
     )
+
+
+def relaying_client(api: str, base_url: str, headers: Mapping[str, str], **options: Any) -> Any:
+    """The official async SDK client of `api` that sends a relayed request's `headers` (its
+    credentials, version, betas) and no credentials of its own (a proxy's idle compaction
+    speaks for its client). `options` go to the SDK (timeout, max_retries, ...)."""
+    if api == "anthropic":
+        import anthropic as sdk
+
+        base: Any = sdk.AsyncAnthropic
+    else:
+        import openai as sdk
+
+        base = sdk.AsyncOpenAI
+
+    class Relaying(base):  # type: ignore[misc, valid-type]
+        def _validate_headers(self, *args: Any, **kwargs: Any) -> None:
+            return None  # the relayed headers authenticate, or the upstream says they do not
+
+    # an explicit key, so that the SDK never reads the proxy's own from the environment; it is
+    # left out below unless the relayed headers carry one under the same name
+    client = Relaying(base_url=base_url, api_key="relayed", **options)
+    spelling = {k.lower(): k for k in client.default_headers}  # the SDK merges by exact name
+    relayed: dict[str, Any] = {spelling.get(k.lower(), k): v for k, v in headers.items()}
+    given = {k.lower() for k in relayed}
+    for name in ("X-Api-Key", "Authorization"):
+        if name.lower() not in given:
+            relayed[spelling.get(name.lower(), name)] = sdk.Omit()
+    return client.with_options(default_headers=relayed)
 
 
 async def complete(

@@ -16,85 +16,15 @@ from winnow.data.schema import Unit
 __all__ = ["FileRegistry", "replace_tool_result", "to_units", "turn_starts"]
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            _text_of(b.get("text", b.get("content", ""))) if isinstance(b, dict) else str(b)
-            for b in content
-        )
-    return "" if content is None else json.dumps(content, ensure_ascii=False)
-
-
 def to_units(api: str, messages: list[dict[str, Any]], session_id: str = "session") -> list[Unit]:
-    """One unit per text / thinking block, tool call and tool result (shared/SCHEMA.md)."""
-    units: list[Unit] = []
-    names: dict[str, str] = {}
+    """One unit per text / thinking block, tool call and tool result (shared/SCHEMA.md), read
+    by `winnow.data.parse`: each keeps `extra["msg"]` / `["block"]`, where it sits in
+    `messages` (for an Anthropic message, `block` is the index in its content list, None for a
+    string content), and its block itself (`extra["raw"]`). `api` is "anthropic" or "openai"."""
+    from winnow.data.readers import parse
 
-    def add(i: int, j: int, role: str, kind: str, text: str, **kw: Any) -> None:
-        n = len(units)
-        units.append(
-            Unit(
-                f"{session_id}:{n}",
-                session_id,
-                n,
-                role,
-                kind,
-                text,
-                extra={"msg": i, "block": j},
-                **kw,
-            )
-        )
-
-    for i, m in enumerate(messages):
-        role, content = m.get("role", "user"), m.get("content")
-        if api == "openai":
-            if role == "tool":
-                cid = m.get("tool_call_id")
-                add(
-                    i,
-                    0,
-                    "tool",
-                    "tool_result",
-                    _text_of(content),
-                    call_id=cid,
-                    tool_name=names.get(cid or ""),
-                )
-                continue
-            if _text_of(content):
-                add(i, 0, role, "text", _text_of(content))
-            for j, call in enumerate(m.get("tool_calls") or (), start=1):
-                fn = call.get("function") or {}
-                names[call.get("id", "")] = fn.get("name", "")
-                add(
-                    i,
-                    j,
-                    role,
-                    "tool_call",
-                    fn.get("arguments", ""),
-                    call_id=call.get("id"),
-                    tool_name=fn.get("name"),
-                )
-            continue
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        for j, b in enumerate(blocks):
-            kind = b.get("type")
-            if kind == "text":
-                add(i, j, role, "text", b.get("text", ""))
-            elif kind == "thinking":
-                add(i, j, role, "thinking", b.get("thinking", ""))
-            elif kind == "tool_use":
-                names[b.get("id", "")] = b.get("name", "")
-                args = json.dumps(b.get("input", {}), ensure_ascii=False, separators=(",", ":"))
-                add(i, j, role, "tool_call", args, call_id=b.get("id"), tool_name=b.get("name"))
-            elif kind == "tool_result":
-                cid = b.get("tool_use_id")
-                add(
-                    i, j, "tool", "tool_result", _text_of(b.get("content")),
-                    call_id=cid, tool_name=names.get(cid or ""), is_error=bool(b.get("is_error")),
-                )  # fmt: skip
-    return units
+    fmt = "openai_chat" if api == "openai" else "anthropic_messages"
+    return list(parse(messages, fmt, session_id=session_id))
 
 
 def turn_starts(api: str, messages: list[dict[str, Any]]) -> list[int]:

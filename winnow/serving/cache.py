@@ -79,13 +79,19 @@ class CacheAwareResult:
     def tokens_after(self) -> int:
         return self.prefix.tokens_after + self.suffix.tokens_after
 
-    def to_anthropic(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
-        """Anthropic Messages body with cache_control breakpoints (`tools`: see render.to_anthropic)."""
-        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub, tools=tools)
+    def to_anthropic(
+        self, tools: bool | Sequence[dict[str, Any]] = False, **kw: Any
+    ) -> dict[str, Any]:
+        """A complete Anthropic Messages request with cache_control breakpoints (`tools`, `kw`:
+        see render.to_anthropic); read from one, what winnow did not change is as it was."""
+        return to_anthropic(self.units, self.breakpoints, scrub=self.scrub, tools=tools, **kw)
 
-    def to_openai(self, tools: bool | Sequence[dict[str, Any]] = False) -> dict[str, Any]:
-        """OpenAI chat body; its automatic prefix cache benefits from the same stable prefix."""
-        return to_openai(self.units, scrub=self.scrub, tools=tools)
+    def to_openai(
+        self, tools: bool | Sequence[dict[str, Any]] = False, **kw: Any
+    ) -> dict[str, Any]:
+        """A complete OpenAI chat request; its automatic prefix cache benefits from the same
+        stable prefix."""
+        return to_openai(self.units, scrub=self.scrub, tools=tools, **kw)
 
 
 class CacheAwareCompressor:
@@ -178,7 +184,10 @@ class CacheAwareCompressor:
         start = 0
         for end in ends:
             for u in units[start:end]:
-                h.update(json.dumps(u.to_dict(), sort_keys=True, ensure_ascii=False).encode())
+                # the request's own fields (shared by every unit, rendered from the latest) are
+                # no part of the prefix's units
+                d = {k: v for k, v in u.to_dict().items() if k != "request"}
+                h.update(json.dumps(d, sort_keys=True, ensure_ascii=False).encode())
             key = h.hexdigest()
             if key in self._memo:
                 self._memo.move_to_end(key)

@@ -6,10 +6,13 @@ import argparse
 import sys
 
 FORMATS = ("normalized", "anthropic", "openai")
+DEFAULT_LLM = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4o"}
 
 
 def _add_compress(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="a transcript in any supported format")
+    p.add_argument(
+        "file", metavar="FILE", help="a transcript or request body, any supported format"
+    )
     p.add_argument(
         "--limit",
         required=True,
@@ -18,10 +21,21 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--to",
         default="normalized",
-        help="output: normalized JSONL (ids kept, source_ids/strategy on new units), an Anthropic "
-        "Messages body, or an OpenAI chat body (default: %(default)s)",
+        metavar="{" + ",".join(FORMATS) + "}",  # checked in run: a one-line error, exit 1
+        help="normalized: winnow's JSON Lines of units, every session in one file (ids kept, "
+        "source_ids/strategy on new units); anthropic / openai: one complete request body per "
+        "session (a request read from a file comes back with every field and block winnow did "
+        "not change as it was; a transcript gets --llm-model and stub tool definitions) "
+        "(default: %(default)s)",
     )
-    p.add_argument("-o", "--output", help="file to write (default: standard output)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="where to write: for --to anthropic/openai a file when the input holds one session "
+        "and a folder (one SESSION.json each) when it holds several; '-' or nothing: standard "
+        "output, one request body a line (JSON Lines)",
+    )
     p.add_argument(
         "--cache",
         action="store_true",
@@ -29,8 +43,16 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--model",
-        default="claude-sonnet-4-6",
-        help="model whose minimum cacheable length --cache uses",
+        metavar="DIR",
+        help="classifier model directory (default: the shipped model)",
+    )
+    p.add_argument(
+        "--llm-model",
+        metavar="NAME",
+        help="the LLM the request is for: the body's `model` when the input names none, the "
+        "minimum cacheable length --cache places breakpoints by (the input's own model "
+        f"first; default {DEFAULT_LLM['anthropic']}), and the model an LLM summarizer calls "
+        "unless --summarizer-model says otherwise",
     )
     p.add_argument(
         "--summarizer",
@@ -38,7 +60,7 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
         choices=("extractive", "anthropic", "openai"),
         help="who writes summaries (default: %(default)s, offline)",
     )
-    p.add_argument("--summarizer-model", help="model for an LLM summarizer")
+    p.add_argument("--summarizer-model", metavar="NAME", help="model for an LLM summarizer")
     p.add_argument(
         "--base-url", help="API base URL for an LLM summarizer (any OpenAI-compatible endpoint)"
     )
@@ -57,39 +79,38 @@ def _fail(message: str) -> int:
 
 
 def _parse_limit(text: str) -> tuple[int | None, float | None]:
-    """(count, None) or (None, share) from '20000' or '30%'."""
+    """(count, None) or (None, share) from '20000' or '30%'; ValueError for anything else
+    (zero, negative, inf, nan, fractions of a token)."""
+    import math
+
     text = text.strip()
     if text.endswith("%"):
         share = float(text[:-1]) / 100
-        if not 0 < share:
-            raise ValueError
+        if not (math.isfinite(share) and share > 0):
+            raise ValueError(text)
         return None, share
     n = int(text)
     if n <= 0:
-        raise ValueError
+        raise ValueError(text)
     return n, None
 
 
 def _run_compress(args: argparse.Namespace) -> int:
-    import json
     from collections import defaultdict
-    from contextlib import nullcontext
     from pathlib import Path
 
     from rich.console import Console
 
     from winnow.data.readers import ReadReport, read_paths
-    from winnow.data.writers import write_jsonl
     from winnow.serving.cache import CacheAwareCompressor, CacheConfig
     from winnow.serving.compressor import CompressorConfig, MustKeepOverflow, SemanticCompressor
-    from winnow.serving.render import to_anthropic, to_openai
     from winnow.serving.tokens import unit_tokens
 
     if args.to not in FORMATS:
         return _fail(f"--to must be one of {', '.join(FORMATS)}, not {args.to!r}")
     try:
         count, share = _parse_limit(args.limit)
-    except ValueError:
+    except (ValueError, OverflowError):
         return _fail(f"--limit must be a positive token count or a percentage, not {args.limit!r}")
     path = Path(args.file).expanduser()
     if path.is_dir():
@@ -101,24 +122,53 @@ def _run_compress(args: argparse.Namespace) -> int:
     if not sessions:
         problem = report.problems[0] if report.problems else f"{path}: no messages found"
         return _fail(problem)
-
+    out_path = None if args.output in (None, "-") else Path(args.output).expanduser()
+    if (
+        args.to != "normalized"
+        and out_path is not None
+        and len(sessions) > 1
+        and (out_path.is_file() or out_path.suffix.lower() in (".json", ".jsonl"))
+    ):
+        return _fail(
+            f"{out_path}: {len(sessions)} sessions need a folder (one request body each), "
+            "not a file; give -o DIR or -o - for JSON Lines"
+        )
     try:
+        classifier = None
+        if args.model:
+            from winnow.serving.classifier import ImportanceClassifier
+
+            classifier = ImportanceClassifier.load(args.model)
         summarizer = _summarizer(args)
-    except Exception as e:  # noqa: BLE001 - the SDK's own error (no key, bad URL) in one line
-        return _fail(f"--summarizer {args.summarizer}: {str(e).splitlines()[0]}")
+    except Exception as e:  # noqa: BLE001 - a bad model directory or the SDK's own error, one line
+        what = (
+            f"--model {args.model}"
+            if args.model and classifier is None
+            else f"--summarizer {args.summarizer}"
+        )
+        return _fail(f"{what}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     compressor = SemanticCompressor(
+        classifier=classifier,
         summarizer=summarizer,
         config=CompressorConfig(on_must_keep_overflow=args.on_overflow),
     )
-    cache = CacheAwareCompressor(compressor, CacheConfig(model=args.model)) if args.cache else None
     results = []
     for sid, units in sessions.items():
         limit = count
         if limit is None:
+            assert share is not None
             before = sum(unit_tokens(u, compressor.counter) for u in units)
             limit = max(1, int(before * share))
+        llm = (
+            _request_model(units)
+            or args.llm_model
+            or DEFAULT_LLM.get(args.to, DEFAULT_LLM["anthropic"])
+        )
+        engine = (
+            CacheAwareCompressor(compressor, CacheConfig(model=llm)) if args.cache else compressor
+        )
         try:
-            results.append((sid, limit, (cache or compressor).compress(units, limit)))
+            results.append((sid, limit, engine.compress(units, limit)))
         except MustKeepOverflow as e:
             return _fail(
                 f"session {sid}: the must-keep units alone need {e.needed:,} tokens, over the "
@@ -126,30 +176,72 @@ def _run_compress(args: argparse.Namespace) -> int:
             )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
+        if not results[-1][2].units:
+            return _fail(
+                f"session {sid}: nothing is left under the limit of {limit:,} tokens, and an "
+                "empty request is no request (raise --limit)"
+            )
 
-    out = open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout)
-    with out as fh:
-        if args.to == "normalized":
-            write_jsonl([u for _sid, _limit, r in results for u in r.units], fh)
-        else:
-            for _sid, _limit, r in results:
-                # a body on its own: stub definitions of the tools its messages use
-                if cache is not None:
-                    body = r.to_anthropic(True) if args.to == "anthropic" else r.to_openai(True)
-                elif args.to == "anthropic":
-                    body = to_anthropic(r.units, tools=True)
-                else:
-                    body = to_openai(r.units, tools=True)
-                indent = 2 if len(results) == 1 else None  # several sessions: one body a line
-                fh.write(json.dumps(body, ensure_ascii=False, indent=indent) + "\n")
-    console = Console(stderr=not args.output)
-    limit = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
-    _print_table(console, f"{len(results)} session(s), limit {limit}", results, compressor)
-    if args.output:
-        console.print(f"[bold green]wrote[/] {args.output}")
+    written = _write(args, results, out_path)
+    console = Console(stderr=out_path is None)
+    limit_text = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
+    _print_table(console, f"{len(results)} session(s), limit {limit_text}", results, compressor)
+    if written:
+        console.print(f"[bold green]wrote[/] {written}")
     for line in report.problems:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _request_model(units: list) -> str | None:
+    for u in units:
+        request = u.extra.get("request")
+        if isinstance(request, dict) and isinstance(request.get("model"), str):
+            return request["model"]
+    return None
+
+
+def _body(args: argparse.Namespace, result) -> dict:
+    """One session's compressed units as a complete request of the format asked for."""
+    model = args.llm_model or DEFAULT_LLM[args.to]
+    render = result.to_anthropic if args.to == "anthropic" else result.to_openai
+    return render(tools=True, model=model)  # a transcript's body gets stub tool definitions
+
+
+def _write(args: argparse.Namespace, results: list, out_path) -> str | None:
+    """Write the output; returns what was written, for the closing line (None: stdout)."""
+    import json
+    import re
+    import sys
+
+    from winnow.data.writers import write_jsonl
+
+    if args.to == "normalized":
+        units = [u for _sid, _limit, r in results for u in r.units]
+        write_jsonl(units, out_path if out_path is not None else sys.stdout)
+        return str(out_path) if out_path is not None else None
+    bodies = [(sid, _body(args, r)) for sid, _limit, r in results]
+    if out_path is None:  # JSON Lines: one request a line, whatever the number of sessions
+        for _sid, body in bodies:
+            sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
+        return None
+    if len(bodies) == 1 and not out_path.is_dir() and not args.output.endswith(("/", "\\")):
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(
+            json.dumps(bodies[0][1], ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
+        return str(out_path)
+    out_path.mkdir(parents=True, exist_ok=True)
+    names: set[str] = set()
+    for sid, body in bodies:
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", sid).strip("._") or "session"
+        while name in names:
+            name += "_"
+        names.add(name)
+        (out_path / f"{name}.json").write_text(
+            json.dumps(body, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
+    return f"{out_path}/ ({len(bodies)} request bodies)"
 
 
 def _summarizer(args: argparse.Namespace):
@@ -160,8 +252,8 @@ def _summarizer(args: argparse.Namespace):
         return None
     cls = sm.AnthropicSummarizer if args.summarizer == "anthropic" else sm.OpenAISummarizer
     kw = {"base_url": args.base_url} if args.base_url else {}
-    if args.summarizer_model:
-        kw["model"] = args.summarizer_model
+    if args.summarizer_model or args.llm_model:
+        kw["model"] = args.summarizer_model or args.llm_model
     summarizer = cls(**kw)
     client = summarizer.client  # the OpenAI SDK raises here on a missing key
     if not (

@@ -122,6 +122,19 @@ class CompressionResult:
         """How many input units were kept, restructured, summarized, noted, merged, dropped."""
         return Counter(r.action for r in self.records)
 
+    def to_anthropic(self, **kw: Any) -> dict[str, Any]:
+        """The compressed units as a complete Anthropic Messages request: read from one, every
+        field and block winnow did not change is as it was (`render.to_anthropic` takes `kw`)."""
+        from winnow.serving.render import to_anthropic
+
+        return to_anthropic(self.units, **kw)
+
+    def to_openai(self, **kw: Any) -> dict[str, Any]:
+        """The compressed units as a complete OpenAI chat request (see `to_anthropic`)."""
+        from winnow.serving.render import to_openai
+
+        return to_openai(self.units, **kw)
+
 
 class SemanticCompressor:
     """Compresses transcripts by importance category; see the module docstring for the tiers."""

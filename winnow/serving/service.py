@@ -3,8 +3,11 @@
     winnow serve --port 8000            # docs at http://127.0.0.1:8000/docs
 
 Requests carry normalized units (`{"units": [...]}`), an OpenAI chat body (`{"messages": [...]}`)
-or an Anthropic Messages body (`{"system": ..., "messages": [...]}`); answers come back in the
-same format. Bad input is a 4xx with a one-line `detail`, never a 500.
+or an Anthropic Messages body (`{"system": ..., "messages": [...]}`), read in memory. /v1/compress
+answers `{"body": ..., "winnow": {...}}`: `body` is the compressed request in the input's format,
+complete (every field and block winnow did not change is as it was, so it can be sent to the
+provider as it is), and `winnow` holds winnow's figures. Bad input is a 4xx with a one-line
+`detail`, never a 500.
 
 Before any body is read, an ASGI guard checks the bearer token (401), the declared size
 (413) and the uploads in flight (503 past `max_uploads`); a body must then arrive within
@@ -17,25 +20,23 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from winnow import __version__
-from winnow.data.readers import ReadReport, read_file
+from winnow.data.readers import ReadReport, parse
+from winnow.data.readers.anthropic_messages import is_anthropic
 from winnow.data.readers.base import BadRecord
 from winnow.data.readers.normalized import unit_from_record
 from winnow.data.schema import Unit
 
 Format = Literal["units", "openai", "anthropic"]
-# Block types only an Anthropic body has; OpenAI bodies carry tool calls on the message instead.
-_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
 
 @dataclass
@@ -178,44 +179,36 @@ def detect_format(body: ConversationIn) -> Format:
         return "units"
     if body.messages is None:
         raise ValueError("body needs `units` (normalized) or `messages` (OpenAI / Anthropic)")
-    if body.system is not None:
+    extra = body.model_extra or {}
+    if is_anthropic({"messages": body.messages, **({"system": 1} if body.system else {}), **extra}):
         return "anthropic"
-    for m in body.messages:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in content
-        ):
-            return "anthropic"
     return "openai"
 
 
-def parse_units(body: ConversationIn, fmt: Format) -> list[Unit]:
-    """The normalized units of a request body; ValueError with a readable reason when malformed."""
+# Fields of winnow's own in a request to the service, not the provider's.
+WINNOW_FIELDS = ("format", "units", "token_limit", "on_must_keep_overflow")
+
+
+def parse_units(body: ConversationIn, fmt: Format, raw: dict[str, Any] | None = None) -> list[Unit]:
+    """The normalized units of a request body, read in memory; ValueError with a readable
+    reason when malformed. `raw` is the body as sent (its field order is kept)."""
     if fmt == "units":
         if body.units is None:
             raise ValueError("format `units` needs a `units` list")
         return [_check_unit(d, i) for i, d in enumerate(body.units)]
     if body.messages is None:
         raise ValueError(f"format `{fmt}` needs a `messages` list")
-    from winnow.data.readers import anthropic_messages, openai_chat
-
-    reader = {"openai": openai_chat, "anthropic": anthropic_messages}[fmt].READER
-    doc = {"messages": body.messages or []}
-    if body.system is not None:
-        doc["system"] = body.system
-    # The readers read files; a request body is one small JSON document, so it goes through one.
-    with tempfile.TemporaryDirectory(prefix="winnow-") as tmp:
-        path = os.path.join(tmp, "request.json")
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh)
-        report = ReadReport()
-        units = list(read_file(path, report, format=reader.name))
+    doc = raw if raw is not None else body.model_dump(exclude_none=True)
+    doc = {k: v for k, v in doc.items() if k not in WINNOW_FIELDS}
+    report = ReadReport()
+    name = "openai_chat" if fmt == "openai" else "anthropic_messages"
+    units = list(parse(doc, name, report, session_id="body"))
     if report.problems:
-        raise ValueError(report.problems[0].replace(path, "body", 1))
-    for u in units:  # where the reader found them: a temp file, of no use to the caller
-        u.extra.pop("source", None)
-        u.extra.pop("format", None)
+        raise ValueError(report.problems[0])
     return units
+
+
+_INTERNAL = ("raw", "request", "shell")  # how to write a unit back as its block: not for clients
 
 
 def _check_unit(d: Any, i: int) -> Unit:
@@ -228,17 +221,13 @@ def _check_unit(d: Any, i: int) -> Unit:
         raise ValueError(f"units[{i}]: {e}") from None
 
 
-def render(units: list[Unit], fmt: Format, body: ConversationIn) -> dict[str, Any]:
-    """Units back into the request's format; other request fields (model, tools, ...) kept."""
+def render(units: list[Unit], fmt: Format) -> dict[str, Any]:
+    """Units back into the request's format: every field winnow did not change as it was."""
     if fmt == "units":
         return {"units": [u.to_dict() for u in units]}
     from winnow.serving import render as r
 
-    out = body.model_dump(
-        exclude={"format", "units", "messages", "system", "token_limit", "on_must_keep_overflow"}
-    )
-    out.update(r.to_openai(units) if fmt == "openai" else r.to_anthropic(units))
-    return out
+    return r.to_openai(units) if fmt == "openai" else r.to_anthropic(units)
 
 
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
@@ -281,10 +270,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                 401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
             )
 
-    def units_of(body: ConversationIn) -> tuple[Format, list[Unit]]:
+    def units_of(body: ConversationIn, raw: Any = None) -> tuple[Format, list[Unit]]:
         try:
             fmt = detect_format(body)
-            return fmt, parse_units(body, fmt)
+            return fmt, parse_units(body, fmt, raw if isinstance(raw, dict) else None)
         except (ValueError, KeyError, TypeError) as e:
             raise HTTPException(422, str(e)) from None
 
@@ -305,26 +294,33 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         preds = classifier.predict(units) if units else []
         out = []
         for u, p in zip(units, preds, strict=True):
-            d = u.to_dict()
+            d = {k: v for k, v in u.to_dict().items() if k not in _INTERNAL}
             d.update(category=p.category, scores={c: float(x) for c, x in p.scores.items()})
             out.append(d)
         return {"format": fmt, "model": classifier.info["name"], "units": out}
 
     @app.post("/v1/compress", dependencies=[Depends(authorize)])
-    def compress(body: CompressIn) -> dict[str, Any]:
-        """The conversation compressed under `token_limit`, in the input's format."""
-        fmt, units = units_of(body)
-        try:
-            result = compressors[body.on_must_keep_overflow].compress(units, body.token_limit)
-        except ValueError as e:  # MustKeepOverflow: the request cannot be met as asked
-            raise HTTPException(422, str(e)) from None
-        out = render(result.units, fmt, body)
-        out["winnow"] = {
-            "format": fmt,
-            "token_limit": body.token_limit,
-            "tokens_before": result.tokens_before,
-            "tokens_after": result.tokens_after,
-        }
-        return out
+    async def compress(body: CompressIn, request: Request) -> dict[str, Any]:
+        """The conversation compressed under `token_limit`: `body`, a complete request in the
+        input's format (send it as it is), and `winnow`, the figures."""
+        raw = await request.json()  # the body as sent: its fields in their order
+
+        def work() -> dict[str, Any]:
+            fmt, units = units_of(body, raw)
+            try:
+                result = compressors[body.on_must_keep_overflow].compress(units, body.token_limit)
+            except ValueError as e:  # MustKeepOverflow: the request cannot be met as asked
+                raise HTTPException(422, str(e)) from None
+            return {
+                "body": render(result.units, fmt),
+                "winnow": {
+                    "format": fmt,
+                    "token_limit": body.token_limit,
+                    "tokens_before": result.tokens_before,
+                    "tokens_after": result.tokens_after,
+                },
+            }
+
+        return await run_in_threadpool(work)
 
     return app

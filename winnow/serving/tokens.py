@@ -77,10 +77,15 @@ def default_token_counter() -> TokenCounter:
 
 
 def unit_tokens(unit: Unit, counter: TokenCounter) -> int:
-    """What one unit costs in a prompt: its text, its tool name and the per-message overhead."""
+    """What one unit costs in a prompt: its text, its tool name, the per-message overhead and
+    the documented cost of what it carries that is not text (`extra["media_tokens"]`: an
+    image, a document, audio; see `winnow.data.readers.media`)."""
     n = counter.count(unit.text) + MESSAGE_OVERHEAD
     if unit.tool_name and unit.kind in ("tool_call", "tool_result"):
         n += counter.count(unit.tool_name)
+    media = unit.extra.get("media_tokens")
+    if isinstance(media, int) and not isinstance(media, bool) and media > 0:
+        n += 0 if unit.extra.get("strategy") else media  # rewritten: the block is not sent
     return n
 
 

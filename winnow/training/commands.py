@@ -231,9 +231,12 @@ def _run_classify(args: argparse.Namespace) -> int:
     preds = clf.predict(units)
     seconds = time.perf_counter() - start
     if args.output:
+        from winnow.data.writers import RequestsOnce
+
+        requests = RequestsOnce()  # a request's own fields once a session, not on every line
         with open(args.output, "w", encoding="utf-8", newline="\n") as fh:
             for u, p in zip(units, preds):
-                rec = u.to_dict()
+                rec = requests.thin(u.to_dict())
                 rec["category"] = p.category
                 rec["scores"] = {k: round(v, 5) for k, v in p.scores.items()}
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from winnow.data.readers.base import ReadReport, SessionBuilder, to_text
+from winnow.data.readers.base import ReadReport, SessionBuilder, read_bytes, to_text
 from winnow.data.schema import Unit
 
 _HEADER = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
@@ -53,7 +53,7 @@ class AiderReader:
         return any(_HEADER.match(line) for line in head.splitlines()[:200])
 
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
-        raw = Path(path).read_bytes()
+        raw = read_bytes(path)  # a file or an in-memory document; no byte order mark
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:

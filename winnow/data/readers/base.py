@@ -8,18 +8,54 @@ one line naming file and line, and the good records around them are still read.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Protocol, overload
 
 from winnow.data.schema import Unit
 
 HEAD_BYTES = 64 * 1024
+# Detection reads on to the end of the first complete lines, however long, up to this much.
+HEAD_MAX_BYTES = 64 * 1024 * 1024
+BOM = "\ufeff"
+# Python's json parser recurses once per nesting level; deeper input is reported, never raised.
+TOO_DEEP = "JSON nested too deeply to read"
+
+
+class Document(PurePosixPath):
+    """An in-memory file: a name (its stem names sessions, as a file's does) and its bytes.
+
+    `winnow.data.parse` hands one to a reader, which reads it through `open_bytes`,
+    `read_bytes`, `read_head`, `iter_json_lines` and `load_json` as it would a file.
+    """
+
+    data: bytes = b""
+
+    @classmethod
+    def of(cls, name: str, data: bytes) -> Document:
+        doc = cls(name)
+        doc.data = data
+        return doc
+
+
+def open_bytes(path: str | Path) -> IO[bytes]:
+    """A binary stream of a file or an in-memory `Document`."""
+    if isinstance(path, Document):
+        return io.BytesIO(path.data)
+    return open(path, "rb")
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A file's bytes, a leading UTF-8 byte order mark removed (it is no part of the text)."""
+    with open_bytes(path) as fh:
+        raw = fh.read()
+    return raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
 
 
 @dataclass
@@ -89,6 +125,10 @@ class SessionBuilder:
         return u
 
 
+@overload
+def string(value: Any, default: str) -> str: ...
+@overload
+def string(value: Any, default: None = None) -> str | None: ...
 def string(value: Any, default: str | None = None) -> str | None:
     """`value` when it is a non-empty string (an id, a tool name), else `default`."""
     return value if isinstance(value, str) and value else default
@@ -110,7 +150,7 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
     reported and skipped; a line holding several JSON objects glued together yields each.
     """
     decoder = json.JSONDecoder()
-    with open(path, "rb") as fh:
+    with open_bytes(path) as fh:
         for lineno, raw in enumerate(fh, 1):
             try:
                 line = raw.decode("utf-8")
@@ -119,7 +159,7 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
                     path, lineno, f"invalid UTF-8 at byte {e.start}, decoded with replacement"
                 )
                 line = raw.decode("utf-8", errors="replace")
-            line = line.strip()
+            line = line.strip().lstrip(BOM) if lineno == 1 else line.strip()
             if not line:
                 continue
             pos = 0
@@ -135,7 +175,7 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
                     )
                     break
                 except RecursionError:
-                    report.problem(path, lineno, "JSON nested too deeply, line skipped")
+                    report.problem(path, lineno, f"{TOO_DEEP}, line skipped")
                     break
                 yield lineno, obj
                 pos = end
@@ -191,7 +231,9 @@ def record_guard(report: ReadReport, path: str | Path, line: int | None) -> Iter
         yield
     except BadRecord as e:
         report.problem(path, line, f"{e}, record skipped")
-    except (TypeError, AttributeError, KeyError, ValueError, IndexError) as e:
+    except RecursionError:
+        report.problem(path, line, f"{TOO_DEEP}, record skipped")
+    except (TypeError, AttributeError, KeyError, ValueError, IndexError, OverflowError) as e:
         report.problem(
             path, line, f"unexpected record shape ({type(e).__name__}: {e}), record skipped"
         )
@@ -218,7 +260,7 @@ def head_objects(head: str, limit: int = 50) -> Iterator[dict]:
             continue
         try:
             obj, _ = decoder.raw_decode(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(obj, dict):
             yield obj
@@ -226,7 +268,7 @@ def head_objects(head: str, limit: int = 50) -> Iterator[dict]:
 
 def load_json(path: Path, report: ReadReport) -> Any | None:
     """Load a whole-file JSON document, reporting (not raising) when it is broken."""
-    raw = Path(path).read_bytes()
+    raw = read_bytes(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -236,16 +278,29 @@ def load_json(path: Path, report: ReadReport) -> Any | None:
         return json.loads(text)
     except json.JSONDecodeError as e:
         report.problem(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno}), file skipped")
-        return None
+    except RecursionError:
+        report.problem(path, 1, f"{TOO_DEEP}, file skipped")
+    return None
 
 
 def _line_of(raw: bytes, offset: int) -> int:
     return raw.count(b"\n", 0, offset) + 1
 
 
-def read_head(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+def read_head(path: Path, lines: int = 2) -> str:
+    """The start of a file for format detection: 64 KB, and on to the end of its first `lines`
+    complete lines however long they are (up to 64 MB), so that a long first record can be
+    parsed whole. A leading byte order mark is dropped."""
+    with open_bytes(path) as fh:
+        head = fh.read(HEAD_BYTES)
+        while head.count(b"\n") < lines and len(head) < HEAD_MAX_BYTES:
+            more = fh.read(max(HEAD_BYTES, len(head)))  # doubling: linear in the bytes read
+            if not more:
+                break
+            head += more
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    return head.decode("utf-8", errors="replace")
 
 
 # Aider keeps its transcript in a dot-file; other dot-files (.DS_Store, ...) are not transcripts.

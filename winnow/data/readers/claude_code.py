@@ -7,10 +7,18 @@ in file order, which is chronological and, in every trace we have, already a top
 of the `parentUuid` tree (re-sorting would need the whole file in memory). A line written twice
 (same `uuid`, a resume race) is read once. Non-message records (progress, snapshots, hooks,
 ...) are counted in the report, not read.
+
+What the user types while the agent works is queued (`queue-operation` records). A queued
+message that is dequeued comes back as an ordinary user line; one that is `remove`d was
+handed to the agent mid-turn (with its next tool result) and is written nowhere else, so it
+becomes a user unit there, after the results of the message in progress. Queued task and
+agent notifications are not user text.
 """
 
 from __future__ import annotations
 
+import json
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +59,7 @@ class _Pending:
     message_id: str | None
     blocks: list[_Spec] = field(default_factory=list)
     results: list[_Spec] = field(default_factory=list)  # tool results that arrived mid-message
+    queued: list[_Spec] = field(default_factory=list)  # user input handed over with the results
 
 
 def render_result(content: Any) -> str:
@@ -88,8 +97,9 @@ class ClaudeCodeReader:
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
         sessions: dict[str, SessionBuilder] = {}
         tool_names: dict[str, str] = {}
-        seen: dict[str, None] = {}  # insertion-ordered, oldest evicted first
+        seen: dict[str, int] = {}  # uuid -> content digest; insertion-ordered, oldest evicted first
         pending: _Pending | None = None
+        queued: deque[_Spec | None] = deque()  # user text, or None for a notification
 
         def emit(specs: list[_Spec]) -> Iterator[Unit]:
             for s in specs:
@@ -102,15 +112,24 @@ class ClaudeCodeReader:
             nonlocal pending
             if pending is not None:
                 done, pending = pending, None
-                yield from emit(done.blocks + done.results)
+                yield from emit(done.blocks + done.results + done.queued)
 
         for lineno, obj in iter_json_lines(path, report):
             action = None
             with record_guard(report, path, lineno):
-                action = self._record(obj, path, tool_names, seen, report)
+                if isinstance(obj, dict) and obj.get("type") == "queue-operation":
+                    action = _queue_operation(obj, path, queued, report)
+                else:
+                    action = self._record(obj, path, tool_names, seen, report, lineno)
             if action is None:
                 continue
             verb, message_id, specs = action
+            if verb == "queued":
+                if pending is not None:  # handed over with the next tool results
+                    pending.queued.extend(specs)
+                else:
+                    yield from emit(specs)
+                continue
             if verb == "assistant":
                 if pending is None or pending.message_id != message_id or message_id is None:
                     yield from flush()
@@ -122,14 +141,17 @@ class ClaudeCodeReader:
                 yield from flush()
                 yield from emit(specs)
         yield from flush()
+        # typed while the agent worked and never dequeued: still what the user said
+        yield from emit([q for q in queued if q is not None])
 
     def _record(
         self,
         obj: Any,
         path: Path,
         tool_names: dict[str, str],
-        seen: dict[str, None],
+        seen: dict[str, int],
         report: ReadReport,
+        lineno: int | None = None,
     ) -> tuple[str, str | None, list[_Spec]] | None:
         """Classify one line: ("assistant", message_id, specs), ("results", None, specs),
         ("other", None, specs) or None when it holds no message."""
@@ -144,10 +166,18 @@ class ClaudeCodeReader:
             return None
         uuid = obj.get("uuid")
         if isinstance(uuid, str):
+            # what the line says: a resumed session rewrites lines with new metadata fields
+            message = obj.get("message")
+            said = message.get("content") if isinstance(message, dict) else obj.get("content")
+            digest = hash(json.dumps([kind, said], sort_keys=True, default=str))
             if uuid in seen:
-                report.skip(f"{NAME}: line repeated (same uuid)")
-                return None
-            seen[uuid] = None
+                if seen[uuid] == digest:
+                    report.skip(f"{NAME}: line repeated (same uuid)")
+                    return None
+                report.problem(
+                    path, lineno, f"uuid {uuid} repeats with other content, read as well"
+                )
+            seen[uuid] = digest
             if len(seen) > _SEEN_MAX:
                 del seen[next(iter(seen))]
 
@@ -231,6 +261,54 @@ class ClaudeCodeReader:
             mid = message.get("id")
             return "assistant", mid if isinstance(mid, str) else None, specs
         return ("results" if only_results and specs else "other"), None, specs
+
+
+def _queue_operation(
+    obj: dict, path: Path, queued: deque[_Spec | None], report: ReadReport
+) -> tuple[str, None, list[_Spec]] | None:
+    """Track the input queue; a removed (handed-over) user message becomes a user unit."""
+    op = obj.get("operation")
+    report.skip(f"{NAME}: queue-operation {op}")
+    if op == "enqueue":
+        content = obj.get("content")
+        if not isinstance(content, str) or _is_notification(content):
+            queued.append(None)
+            return None
+        session = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else path.stem
+        ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        queued.append(
+            _Spec(session, "user", "text", content, {"timestamp": ts, "extra": {"queued": True}})
+        )
+        return None
+    if op not in ("dequeue", "remove") or not queued:
+        return None
+    content = obj.get("content")
+    item = None
+    if isinstance(content, str):  # names the message it removes
+        for i, q in enumerate(queued):
+            if q is not None and q.text == content:
+                item = queued[i]
+                del queued[i]
+                break
+        else:
+            return None
+    else:
+        item = queued.popleft()
+    if op == "dequeue" or item is None:
+        return None  # delivered as an ordinary user line, or a notification
+    return "queued", None, [item]
+
+
+def _is_notification(text: str) -> bool:
+    head = text.lstrip()[:40]
+    if head.startswith(("<agent-notification>", "<task-notification>")):
+        return True
+    if head.startswith("{"):
+        try:
+            return isinstance(json.loads(text), dict)
+        except ValueError:
+            return False
+    return False
 
 
 READER = ClaudeCodeReader()

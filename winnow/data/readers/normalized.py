@@ -21,7 +21,11 @@ _REQUIRED = ("session_id", "role", "kind", "text")
 # When the first record is longer than the sniffed head, its leading keys still show.
 _FIRST_KEYS = re.compile(r'^\s*\{\s*"id"\s*:\s*"[^"]*"\s*,\s*"session_id"\s*:')
 _OPTIONAL_STR = ("tool_name", "call_id", "timestamp")
-MAX_INDEX = 2**31 - 1  # no session is longer; larger numbers overflow float features
+MAX_INDEX = 2**63 - 1  # the Parquet column is int64
+_DIGITS = re.compile(
+    r"[0-9]{1,19}"
+)  # ASCII only: str.isdigit() also takes "²", which int() refuses
+_PROVIDERS = ("anthropic_messages", "openai_chat")
 
 
 class NormalizedReader:
@@ -36,6 +40,8 @@ class NormalizedReader:
 
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
         counts: dict[str, int] = {}
+        requests: dict[str, Any] = {}  # session -> the request fields written on its first unit
+        ids: dict[str, tuple[int, int]] = {}  # id -> (line, hash of the record)
         for lineno, obj in iter_json_lines(path, report):
             try:
                 sid = obj.get("session_id") if isinstance(obj, dict) else None
@@ -43,7 +49,21 @@ class NormalizedReader:
             except BadRecord as e:
                 report.problem(path, lineno, f"{e}, record skipped")
                 continue
+            first = ids.setdefault(unit.id, (lineno, _digest(unit)))
+            if first[0] != lineno:
+                if first[1] == _digest(unit):
+                    report.skip("normalized: line repeated (same id and content)")
+                    continue
+                report.problem(
+                    path,
+                    lineno,
+                    f"id {unit.id!r} repeats line {first[0]} with other content, read as well",
+                )
             counts[unit.session_id] = counts.get(unit.session_id, 0) + 1
+            if isinstance(unit.extra.get("request"), dict):
+                requests[unit.session_id] = unit.extra["request"]
+            elif unit.session_id in requests and unit.extra.get("format") in _PROVIDERS:
+                unit.extra["request"] = requests[unit.session_id]
             yield unit
 
 
@@ -86,21 +106,31 @@ def unit_from_record(obj: Any, position: int = 0) -> Unit:
 
 
 def _index(value: Any, position: int) -> int:
-    """The record's index; a whole number in a string or float is unambiguous and accepted."""
+    """The record's index; a whole number in a string or float is unambiguous and accepted.
+    Out of range (1e400, a 64-bit overflow, a superscript digit) is a bad record."""
     if value is None:
         return position
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INDEX:
         return value
     if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_INDEX:
         return int(value)
-    digits = value.strip() if isinstance(value, str) else ""
-    if digits.isascii() and digits.isdigit() and len(digits) <= 10 and int(digits) <= MAX_INDEX:
-        return int(digits)
-    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        n = int(value.strip())
+        if n <= MAX_INDEX:
+            return n
     raise BadRecord(
-        f"wrong field type: `index` is {_type(value)} {shown}, "
-        f"expected a whole number 0..{MAX_INDEX}"
+        f"wrong field type: `index` is {_type(value)} {_short(value)}, expected a whole number "
+        f"from 0 to {MAX_INDEX}"
     )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _digest(u: Unit) -> int:
+    return hash((u.session_id, u.index, u.role, u.kind, u.text, u.tool_name, u.call_id))
 
 
 def _finite_number(value: Any) -> bool:

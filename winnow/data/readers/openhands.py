@@ -18,7 +18,7 @@ import ast
 import json
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from winnow.data.readers.base import (
@@ -72,7 +72,7 @@ class OpenHandsReader:
         return bool(_SOURCE.search(head) or _HISTORY.search(head))
 
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
-        path = Path(path)
+        path = path if isinstance(path, PurePath) else Path(path)  # a Document stays one
         first_line = read_head(path).lstrip().split("\n", 1)[0].strip()
         if first_line.startswith("[") or first_line == "{":  # one (pretty-printed) document
             data = load_json(path, report)

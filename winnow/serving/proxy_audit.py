@@ -1,0 +1,264 @@
+"""The proxy's audit: one JSON line per request, what upstream answered, and the report.
+
+    tap = ResponseTap("anthropic", streamed=True)
+    for chunk in upstream_chunks: tap.feed(chunk)     # a copy: the client gets the bytes as they are
+    tap.usage, tap.stop_reason, tap.message           # the upstream's own figures and answer
+
+    audit = ProxyAudit("runs/")                        # appends to runs/proxy.audit.jsonl
+    audit.write({...})
+    rows = report("runs/")                             # per conversation: tokens saved, cache reads
+
+A line holds figures only (conversation id, tokens, units changed by category, prefix hash,
+the upstream's usage): never a message, a header or a credential.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConversationReport", "ProxyAudit", "ResponseTap", "read_audit", "report"]
+
+AUDIT_FILE = "proxy.audit.jsonl"
+_MAX_LINE = 1 << 20  # an SSE line longer than this is not parsed (the bytes still pass)
+
+
+class ResponseTap:
+    """Reads a copy of an upstream response for its usage, stop reason and message.
+
+    It never raises: what it cannot read it leaves out (`ok` turns False).
+    """
+
+    def __init__(self, api: str, streamed: bool, encoding: str = "") -> None:
+        self.api = api
+        self.streamed = streamed
+        self.ok = encoding in ("", "identity", "gzip", "deflate")
+        self._inflate = (
+            zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding in ("gzip", "deflate") else None
+        )
+        self._buf = bytearray()
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.complete = False  # the stream's proper end was seen
+        self.error: str | None = None
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, str] = {}
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.ok:
+            return
+        try:
+            data = self._inflate.decompress(chunk) if self._inflate else chunk
+            self._buf += data
+            if self.streamed:
+                while True:
+                    nl = self._buf.find(b"\n")
+                    if nl < 0:
+                        if len(self._buf) > _MAX_LINE:
+                            self.ok = False
+                        return
+                    line = bytes(self._buf[:nl]).strip()
+                    del self._buf[: nl + 1]
+                    if line.startswith(b"data:"):
+                        self._event(line[5:].strip())
+        except Exception:  # noqa: BLE001 - the audit must never break the relay
+            self.ok = False
+
+    def close(self) -> None:
+        """The response ended: a plain JSON body is read now."""
+        if not self.ok or self.streamed:
+            return
+        try:
+            body = json.loads(bytes(self._buf))
+        except ValueError:
+            self.ok = False
+            return
+        self._buf.clear()
+        if not isinstance(body, dict):
+            return
+        self.usage = body.get("usage") or {}
+        self.complete = True
+        if self.api == "anthropic":
+            self.stop_reason = body.get("stop_reason")
+            self._blocks = dict(enumerate(body.get("content") or []))
+        else:
+            choice = (body.get("choices") or [{}])[0]
+            self.stop_reason = choice.get("finish_reason")
+            msg = choice.get("message") or {}
+            self._text = [msg.get("content") or ""]
+            self._calls = dict(enumerate(msg.get("tool_calls") or []))
+
+    @property
+    def message(self) -> dict[str, Any] | None:
+        """The assistant message as the client will send it back (None if incomplete)."""
+        if not self.complete:
+            return None
+        if self.api == "anthropic":
+            return {"role": "assistant", "content": [self._blocks[i] for i in sorted(self._blocks)]}
+        msg: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
+        if self._calls:
+            msg["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        return msg
+
+    def _event(self, data: bytes) -> None:
+        if data == b"[DONE]":
+            self.complete = True
+            return
+        ev = json.loads(data)
+        if not isinstance(ev, dict):
+            return
+        if self.api == "openai":
+            self._openai(ev)
+            return
+        kind = ev.get("type")
+        if kind == "message_start":
+            self.usage = dict((ev.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            self._blocks[ev["index"]] = dict(ev["content_block"])
+        elif kind == "content_block_delta":
+            block, delta = self._blocks[ev["index"]], ev["delta"]
+            dt = delta.get("type")
+            if dt == "text_delta":
+                block["text"] = block.get("text", "") + delta["text"]
+            elif dt == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            elif dt == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif dt == "input_json_delta":
+                i = ev["index"]
+                self._json[i] = self._json.get(i, "") + delta["partial_json"]
+        elif kind == "content_block_stop":
+            raw = self._json.pop(ev["index"], None)
+            if raw is not None:
+                self._blocks[ev["index"]]["input"] = json.loads(raw) if raw.strip() else {}
+        elif kind == "message_delta":
+            self.usage.update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
+            self.stop_reason = (ev.get("delta") or {}).get("stop_reason") or self.stop_reason
+        elif kind == "message_stop":
+            self.complete = True
+        elif kind == "error":
+            self.error = str((ev.get("error") or {}).get("type") or "error")
+
+    def _openai(self, ev: dict[str, Any]) -> None:
+        if ev.get("usage"):
+            self.usage = ev["usage"]
+        if ev.get("error"):
+            self.error = "error"
+        for choice in ev.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self._text.append(delta["content"])
+            for call in delta.get("tool_calls") or ():
+                slot = self._calls.setdefault(
+                    call.get("index", 0),
+                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                slot["id"] = call.get("id") or slot["id"]
+                fn = call.get("function") or {}
+                slot["function"]["name"] += fn.get("name") or ""
+                slot["function"]["arguments"] += fn.get("arguments") or ""
+            self.stop_reason = choice.get("finish_reason") or self.stop_reason
+
+
+class ProxyAudit:
+    """Appends one JSON line per request to `<dir>/proxy.audit.jsonl` (thread-safe)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / AUDIT_FILE
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        # ensure_ascii: one record a line whatever the text (no U+2028 in the output)
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock, self.path.open("a", encoding="utf-8") as f:
+            f.write(line)
+
+
+def read_audit(path: str | Path, problems: list[str] | None = None) -> Iterable[dict[str, Any]]:
+    """The records of an audit file or of every `*.audit.jsonl` in a folder; a bad line is one
+    `file:line: reason` in `problems` and the rest is read."""
+    path = Path(path)
+    files = sorted(path.glob("*.audit.jsonl")) if path.is_dir() else [path]
+    for f in files:
+        with f.open(encoding="utf-8", errors="replace", newline="\n") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    if problems is not None:
+                        problems.append(f"{f}:{n}: not JSON ({e.msg})")
+                    continue
+                if isinstance(rec, dict) and rec.get("type") == "request":
+                    yield rec
+
+
+@dataclass
+class ConversationReport:
+    """Totals of one conversation, from its audit lines."""
+
+    conversation: str
+    requests: int = 0
+    rewritten: int = 0
+    compressions: int = 0
+    tokens_in: int = 0  # what the client sent, summed over requests (winnow's count)
+    tokens_out: int = 0  # what went upstream
+    input_tokens: int = 0  # the upstream's usage: uncached input...
+    cache_read: int = 0  # ...read from its cache...
+    cache_write: int = 0  # ...and written to it
+    errors: int = 0
+
+    @property
+    def saved(self) -> float:
+        return 1 - self.tokens_out / self.tokens_in if self.tokens_in else 0.0
+
+    @property
+    def cache_read_share(self) -> float:
+        total = self.input_tokens + self.cache_read + self.cache_write
+        return self.cache_read / total if total else 0.0
+
+
+def usage_figures(usage: dict[str, Any]) -> tuple[int, int, int]:
+    """(uncached input, cache reads, cache writes) from either API's usage."""
+
+    def num(x: Any) -> int:
+        return int(x) if isinstance(x, (int, float)) and x == x and abs(x) < 1e15 else 0
+
+    if "prompt_tokens" in usage:
+        cached = num((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
+        return num(usage.get("prompt_tokens")) - cached, cached, 0
+    return (
+        num(usage.get("input_tokens")),
+        num(usage.get("cache_read_input_tokens")),
+        num(usage.get("cache_creation_input_tokens")),
+    )
+
+
+def report(records: Iterable[dict[str, Any]]) -> list[ConversationReport]:
+    """Per conversation, in order of first appearance."""
+    out: dict[str, ConversationReport] = {}
+    for rec in records:
+        conv = str(rec.get("conversation") or "-")
+        r = out.setdefault(conv, ConversationReport(conv))
+        r.requests += 1
+        action = rec.get("action")
+        r.rewritten += action in ("reuse", "append", "compact", "idle")
+        r.compressions += action in ("append", "compact")
+        r.tokens_in += int(rec.get("tokens_in") or 0)
+        r.tokens_out += int(rec.get("tokens_out") or 0)
+        fresh, read, write = usage_figures(rec.get("usage") or {})
+        r.input_tokens += fresh
+        r.cache_read += read
+        r.cache_write += write
+        r.errors += bool(rec.get("error")) or int(rec.get("status") or 0) >= 400
+    return list(out.values())
