@@ -10,11 +10,11 @@ from winnow.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SESSION = str(FIXTURES / "demo_session.jsonl")
-MISSING = "/nonexistent/winnow/x"
 
 
 def cases(tmp: Path) -> list[tuple[list[str], str]]:
     """(argv, a word the one-line message must hold)."""
+    MISSING = str(tmp / "missing" / "x")  # noqa: N806
     a_file = tmp / "file.txt"
     a_file.write_text("not parquet\n")
     notes = tmp / "notes.jsonl"
@@ -26,7 +26,7 @@ def cases(tmp: Path) -> list[tuple[list[str], str]]:
         # extract
         (["extract", MISSING], "x"),
         (["extract", SESSION, "-o", str(tmp)], str(tmp)),
-        (["extract", SESSION, "-o", f"{MISSING}/out.parquet"], "/nonexistent"),
+        (["extract", SESSION, "-o", f"{MISSING}/out.parquet"], "no folder"),
         (["extract", SESSION, "-o", str(a_file / "out.parquet")], "file.txt"),
         # label
         (["label", MISSING], "x"),
@@ -76,7 +76,7 @@ def cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["classify", SESSION, "--threads", "x"], "--threads"),
         (["classify", SESSION, "--model", str(tmp)], str(tmp)),
         (["classify", SESSION, "-o", str(tmp)], str(tmp)),
-        (["classify", SESSION, "-o", f"{MISSING}/out.jsonl"], "/nonexistent"),
+        (["classify", SESSION, "-o", f"{MISSING}/out.jsonl"], "no folder"),
         # economics
         (["economics", "--tokens", "x"], "--tokens"),
         (["economics", "--tokens", "1e400"], "--tokens"),
@@ -122,6 +122,32 @@ def cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["bench", "--traces", MISSING], "x"),
         (["bench", "--model", str(tmp)], str(tmp)),
         (["bench", "--only", "nope"], "--only"),
+        # proxy
+        (["proxy", "--upstream", "http://127.0.0.1:9", "--port", "70000"], "--port"),
+        (["proxy", "--upstream", "http://127.0.0.1:9", "--budget", "x"], "--budget"),
+        (["proxy", "--upstream", "http://127.0.0.1:9", "--budget", "150%"], "--budget"),
+        (["proxy", "--upstream", "http://127.0.0.1:9", "--window", "0"], "--window"),
+        (["proxy", "--upstream", "http://127.0.0.1:9", "--timeout", "nan"], "--timeout"),
+        (["proxy", "--upstream", "http://127.0.0.1:9", "--audit", str(a_file)], "file.txt"),
+        (["proxy", "--upstream", "ftp://x"], "--upstream"),
+        (["proxy", "report", MISSING], "x"),
+        # cib
+        (["cib", "--plan", "--window", "0"], "window"),
+        (["cib", "--plan", "--n", "0"], "--n"),
+        (["cib", "--plan", "--arms", "nope"], "nope"),
+        (["cib", "--plan", "--budget", "150"], "budget"),
+        (["cib", "--plan", "--buckets", "x"], "--buckets"),
+        (["cib", "--plan", "--probes", MISSING], "x"),
+        (["cib", "--plan", "--concurrency", "0"], "--concurrency"),
+        (["cib", "--plan", "--max-tokens", "-1"], "--max-tokens"),
+        (["cib", "--plan", "--max-retries", "-1"], "--max-retries"),
+        (["cib", "--plan", "--timeout", "0"], "--timeout"),
+        (["cib", "--plan", "--tps", "0"], "--tps"),
+        (["cib", "--model", "m"], "--base-url"),
+        (
+            ["cib", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "-o", str(a_file)],
+            "file.txt",
+        ),
         # the command line itself
         (["nope"], "nope"),
         (["label"], "PATH"),

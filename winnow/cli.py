@@ -85,10 +85,13 @@ def check_inputs(paths: Iterable[str | Path]) -> None:
 
 def check_output(path: str | Path, folder: bool = False) -> None:
     """CommandError when `path` cannot be written: a folder where a file goes (or the other
-    way round), or a parent that is missing or a file."""
+    way round), a file's folder missing, or a file where a folder must be (a folder's missing
+    parents are made when it is written)."""
     p = Path(path).expanduser()
     if p.exists() and p.is_dir() != folder:
         raise CommandError(f"{path}: is a {'file' if folder else 'folder'}")
+    if not folder and not p.parent.is_dir():
+        raise CommandError(f"{path}: no folder {p.parent}")
     parent = p.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
