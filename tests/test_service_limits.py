@@ -235,3 +235,24 @@ def test_a_stalled_body_times_out_and_uploads_are_capped():
         assert time.monotonic() - t0 < 4
         r = httpx.post(f"{u}/v1/classify", json=OPENAI, timeout=30)  # and the service goes on
         assert r.status_code == 200
+
+
+def test_bodies_being_received_share_one_memory_budget():
+    mib = 1024 * 1024
+    config = ServiceConfig(max_bytes=mib, max_buffered_bytes=2 * mib, max_uploads=10)
+    with Server(config) as u:
+        port, stalled = _port(u), []
+        for _ in range(2):  # two uploads of 0.9 MiB each, stalled before their end
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(_head(mib - 10) + b"x" * (9 * mib // 10))
+            stalled.append(s)
+        time.sleep(0.5)
+        # a third would take the total past 2 MiB: refused as soon as it does
+        answer = raw_request(port, _head(mib - 10), b"x" * (9 * mib // 10))
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:80]
+        for s in stalled:
+            s.close()
+        time.sleep(0.3)  # their bytes are freed with them: a body as large goes through
+        big = {"units": [{**UNIT, "text": "x" * (9 * mib // 10)}]}
+        r = httpx.post(f"{u}/v1/classify", json=big, timeout=30)
+        assert r.status_code == 200, r.text[:200]

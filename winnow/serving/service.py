@@ -11,8 +11,9 @@ provider as it is), and `winnow` holds winnow's figures. Bad input is a 4xx with
 
 Before any body is read, an ASGI guard checks the bearer token (401), the declared size
 (413) and the uploads in flight (503 past `max_uploads`); a body must then arrive within
-`body_timeout_s` (408) and under `max_bytes` (413). A slow or stalled client holds at most
-one body's bytes for at most the timeout, and at most `max_uploads` of them at once.
+`body_timeout_s` (408) and under `max_bytes` (413), and all bodies being received together
+stay under `max_buffered_bytes` (503): however many clients stall mid-upload, they hold at
+most that much memory, for at most the timeout.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class ServiceConfig:
     max_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413
     threads: int = 1  # onnxruntime intra-op threads per request
     body_timeout_s: float = 30.0  # a body not received in full by then gets 408
-    max_uploads: int = 8  # request bodies read at once; more get 503 (memory: x max_bytes)
+    max_uploads: int = 8  # request bodies read at once; more get 503
+    max_buffered_bytes: int = 32 * 1024 * 1024  # of all bodies being read; past it, 503
 
 
 class ConversationIn(BaseModel):
@@ -82,6 +84,9 @@ class _Guard:
     def __init__(self, app: Any, config: ServiceConfig):
         self.app, self.config = app, config
         self.uploads = 0  # bodies being read now (one event loop: no lock needed)
+        self.buffered = 0  # their bytes so far
+        # one body of the largest size always fits, whatever the two settings say
+        self.budget = max(config.max_buffered_bytes, config.max_bytes + 65536)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -93,19 +98,26 @@ class _Guard:
         if headers.get(b"content-length", b"0") == b"0" and b"transfer-encoding" not in headers:
             return await self.app(scope, receive, send)  # no body: nothing to hold
         if self.uploads >= cfg.max_uploads:
-            busy = _error(
+            busy = _refuse(
                 503, f"{cfg.max_uploads} uploads in progress; retry", {"retry-after": "1"}
             )
             return await busy(scope, receive, send)
         self.uploads += 1
+        body = bytearray()
         try:
-            body = await asyncio.wait_for(self._read(receive), cfg.body_timeout_s)
+            done = await asyncio.wait_for(self._read(receive, body), cfg.body_timeout_s)
         except asyncio.TimeoutError:
-            late = _error(408, f"request body not received within {cfg.body_timeout_s:g} s")
+            late = _refuse(408, f"request body not received within {cfg.body_timeout_s:g} s")
             return await late(scope, receive, send)
+        except _Full:
+            full = _refuse(
+                503, "too many request bodies being received; retry", {"retry-after": "1"}
+            )
+            return await full(scope, receive, send)
         finally:
             self.uploads -= 1
-        if body is None:  # the client went away
+            self.buffered -= len(body)
+        if not done:  # the client went away
             return None
         if len(body) > cfg.max_bytes:
             return await self._too_big()(scope, receive, send)
@@ -129,25 +141,34 @@ class _Guard:
         if cfg.token is not None and path.startswith("/v1/"):
             given = headers.get(b"authorization", b"")
             if not hmac.compare_digest(given, f"Bearer {cfg.token}".encode()):
-                return _error(401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
+                return _refuse(401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
         declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > cfg.max_bytes:
             return self._too_big()
         return None
 
     def _too_big(self) -> JSONResponse:
-        return _error(413, f"request body over {self.config.max_bytes} bytes")
+        return _refuse(413, f"request body over {self.config.max_bytes} bytes")
 
-    async def _read(self, receive: Any) -> bytearray | None:
-        """The body, or None when the client disconnected; stops one chunk past the limit."""
-        body, more = bytearray(), True
+    async def _read(self, receive: Any, body: bytearray) -> bool:
+        """Read the body into `body`; False when the client disconnected. Stops one chunk
+        past `max_bytes`; `_Full` past `max_buffered_bytes` of all bodies together."""
+        more = True
         while more and len(body) <= self.config.max_bytes:
             message = await receive()
             if message["type"] != "http.request":
-                return None
-            body += message.get("body", b"")
+                return False
+            chunk = message.get("body", b"")
+            if self.buffered + len(chunk) > self.budget:
+                raise _Full
+            body += chunk
+            self.buffered += len(chunk)
             more = message.get("more_body", False)
-        return body
+        return True
+
+
+class _Full(Exception):
+    pass
 
 
 def _nonstandard_json(body: bytearray) -> bool:
@@ -165,6 +186,12 @@ def _nonstandard_json(body: bytearray) -> bool:
 
 class _NonStandard(Exception):
     pass
+
+
+def _refuse(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An answer given before the body was read in full: the connection closes with it, so
+    that the rest of the body is never read."""
+    return _error(status, detail, {**(headers or {}), "connection": "close"})
 
 
 def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
