@@ -62,7 +62,8 @@ def _custom_profile(spec: str):
     parts = [float(x) for x in spec.split("/")]
     if len(parts) not in (3, 4) or min(parts) <= 0 or not all(map(math.isfinite, parts)):
         raise ValueError(spec)
-    return CacheProfile("custom", *parts[:3], ttl_s=int(parts[3]) if len(parts) == 4 else 300)
+    ttl = int(parts[3]) if len(parts) == 4 else 300
+    return CacheProfile("custom", parts[0], parts[1], parts[2], ttl_s=ttl)
 
 
 def _run_economics(args: argparse.Namespace) -> int:

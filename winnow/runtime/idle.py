@@ -496,7 +496,7 @@ class IdleCompactor:
             for u in to_units(self.conversation.api, old)
             if self._label(u) in cfg.verbatim_categories
         ]
-        units.sort(key=lambda u: (CATEGORY_INDEX[self._label(u)], u.index))
+        units.sort(key=lambda u: (CATEGORY_INDEX[self._label(u) or ""], u.index))  # all labelled
         picked, used = [], 0
         for u in units:
             cost = self._count(u.text)

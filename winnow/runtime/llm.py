@@ -18,6 +18,7 @@ authentication, retries, timeouts, SSE parsing, typed events and errors.
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import json
 import re
@@ -159,14 +160,8 @@ def relaying_client(api: str, base_url: str, headers: Mapping[str, str], **optio
     """The official async SDK client of `api` that sends a relayed request's `headers` (its
     credentials, version, betas) and no credentials of its own (a proxy's idle compaction
     speaks for its client). `options` go to the SDK (timeout, max_retries, ...)."""
-    if api == "anthropic":
-        import anthropic as sdk
-
-        base: Any = sdk.AsyncAnthropic
-    else:
-        import openai as sdk
-
-        base = sdk.AsyncOpenAI
+    sdk: Any = importlib.import_module(api)  # anthropic or openai
+    base = sdk.AsyncAnthropic if api == "anthropic" else sdk.AsyncOpenAI
 
     class Relaying(base):  # type: ignore[misc, valid-type]
         def _validate_headers(self, *args: Any, **kwargs: Any) -> None:
