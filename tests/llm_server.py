@@ -57,6 +57,7 @@ class Reply:
     stall_s: float = 0.0
     cut_after: int | None = None
     reset_after: int | None = None
+    ignore_include_usage: bool = False  # as some OpenAI-compatible servers do
 
 
 @dataclass
@@ -492,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
             chunk({"tool_calls": [call]})
             self._delta_sent(rec)
         chunk({}, _stop_reason(reply, "openai"))
-        if include_usage:
+        if include_usage and not reply.ignore_include_usage:
             self._event(None, {**base, "choices": [], "usage": usage})
         self._event(None, "[DONE]")
         self._write_chunk(b"")

@@ -225,3 +225,15 @@ def test_a_relaying_client_sends_the_relayed_credentials_only(monkeypatch, api, 
     other = "authorization" if credential == "x-api-key" else "x-api-key"
     assert other not in headers and "the-proxy's-own" not in json.dumps(headers)
     assert headers["anthropic-beta"] == "extended-cache-ttl-2025-04-11"
+
+
+def test_an_openai_compatible_server_without_the_usage_chunk_still_completes(tmp_path):
+    async def go():
+        with LLMServer(replies=[Reply("fine", ignore_include_usage=True)]) as srv:
+            clock, conv, client, compactor, session = make(srv, tmp_path, "openai")
+            done = await session.send("Now wire it into the login view.")
+            await client.close()
+            return done, conv.messages[-1]
+
+    done, last = asyncio.run(go())
+    assert done.ended and done.stop_reason == "stop" and last == done.message

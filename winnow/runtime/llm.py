@@ -123,10 +123,10 @@ class Conversation:
 class Completion:
     """A streamed response: the assistant message to append, its text and real usage.
 
-    `ended` says the stream reached its proper end (Anthropic `message_stop`; OpenAI the
-    usage chunk that `include_usage` puts last, after the finish reason). A stream that
-    closed early still yields a Completion, with `ended` False: only the caller knows
-    whether a partial answer is of any use.
+    `ended` says the stream reached its proper end: Anthropic's `message_stop`; OpenAI's
+    finish reason (the SDK swallows `[DONE]`, and only the usage chunk may follow the finish
+    reason). A stream that closed early still yields a Completion, with `ended` False: only
+    the caller knows whether a partial answer is of any use.
     """
 
     message: dict[str, Any]
@@ -326,8 +326,7 @@ class _OpenAIFold:
             self.stop_reason = choice.get("finish_reason") or self.stop_reason
         if ev.get("usage"):
             self.usage = ev["usage"]
-            # the SDK swallows `[DONE]`; the usage chunk comes last before it
-            self.ended = self.stop_reason is not None
+        self.ended = self.stop_reason is not None
         return piece
 
     def result(self, request_bytes: int) -> Completion:
