@@ -1,22 +1,25 @@
-# The two set-up commands of the README. Each creates .venv if missing.
+# The set-up commands of the README. Each creates .venv if missing.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_FILE := tests/fixtures/demo_session.jsonl
+# Extras of the development install; torch is pinned in pyproject.toml only.
+EXTRAS := parquet,train,dev,llm,serve,ray,bench,cib
+BENCH_ARGS ?=
 
-.PHONY: demo test lint bench
+.PHONY: demo test test-fast lint bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip "setuptools>=77"
 
-$(VENV)/.base: pyproject.toml | $(BIN)/python
+# The base install: what classify and compress need (no pyarrow, no torch).
+$(VENV)/.base: pyproject.toml setup.py | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(VENV)/.all: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[train,dev,llm,serve,ray,bench,cib]"
+$(VENV)/.all: pyproject.toml setup.py | $(BIN)/python
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $@ $(VENV)/.base
 
 # The main job on the shipped default model: label every unit of a real transcript, then
@@ -26,11 +29,20 @@ demo: $(VENV)/.base
 	@mkdir -p out
 	$(BIN)/winnow compress $(DEMO_FILE) --limit 30% -o out/demo.compressed.jsonl
 
+# Everything, the slow tests included (the notebook, the wheel in a fresh venv, training).
 test: $(VENV)/.all
-	$(BIN)/ruff check winnow tests
 	@test -x .cache/claude-code-2.1.332/node_modules/.bin/claude || (command -v npm >/dev/null && npm install --silent --no-audit --no-fund --prefix .cache/claude-code-2.1.332 @anthropic-ai/claude-code@2.1.332 >/dev/null 2>&1) || echo "Claude Code not installed (no npm, or no network): tests/test_proxy_claude_code.py will skip"
+	$(BIN)/python -m pytest -m ""
+
+# The default pytest run: the slow tests deselected (pyproject.toml), about a minute.
+test-fast: $(VENV)/.all
 	$(BIN)/python -m pytest
 
 lint: $(VENV)/.all
-	$(BIN)/ruff check winnow tests scripts
-	$(BIN)/ruff format --check winnow tests scripts
+	$(BIN)/python -m ruff check winnow tests scripts setup.py
+	$(BIN)/python -m ruff format --check winnow tests scripts setup.py
+	$(BIN)/python -m mypy
+
+# Every performance figure beside its baseline (about 5 minutes; BENCH_ARGS=--quick: 1).
+bench: $(VENV)/.all
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

@@ -28,15 +28,21 @@ def main() -> int:
     ap.add_argument(
         "--output", type=Path, help="model directory to write (default: a temporary one)"
     )
+    ap.add_argument(
+        "--traces",
+        type=Path,
+        default=release.DEFAULT_TRACES,
+        help="transcripts (default: ../shared/traces beside the repository)",
+    )
     args = ap.parse_args()
-    if not release.DEFAULT_TRACES.exists():
-        print(f"no traces at {release.DEFAULT_TRACES}; nothing to time")
+    if not args.traces.exists():
+        print(f"no traces at {args.traces}; nothing to time")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         out = args.output or Path(tmp) / "winnow-small"
         print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
         start = time.perf_counter()
-        rc = release.main(["-o", str(out)])
+        rc = release.main(["--traces", str(args.traces), "-o", str(out)])
         total = time.perf_counter() - start
         if rc:
             print(f"release failed (exit {rc})")

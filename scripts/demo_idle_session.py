@@ -11,7 +11,9 @@ Scenario 3: the fault table: server error, timeout, reset, truncated stream, max
 missing sections, user input mid-stream; what the audit says and what became of the history.
 
 The LLM is tests/llm_server.py: a real HTTP server speaking the Anthropic Messages API with
-scripted answers; its usage figures simulate a prefix cache at 4 bytes a token.
+scripted answers; its usage figures simulate a prefix cache at 4 bytes a token. Its summary is
+written by hand for the bundled session; for any other session it is built from that session's
+own units (see `session_summary`), never the bundled session's.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from winnow.runtime.session import Session  # noqa: E402
 from winnow.serving.tokens import default_token_counter  # noqa: E402
 
 SESSION = ROOT / "tests" / "fixtures" / "demo_session.jsonl"
-SUMMARY = """## Goal
+# What a model wrote for the bundled session (SESSION), in the instruction's sections.
+DEMO_SUMMARY = """## Goal
 Add a 0.4.4 entry (changes since v0.4.3) to CHANGELOG.md of entireio/cli.
 ## Completed changes
 - CHANGELOG.md: new `## [0.4.4] - 2026-02-13` section above 0.4.3 (Added / Changed / Fixed), PR links.
@@ -72,14 +75,70 @@ SYSTEM = [
 ]
 
 
+def session_summary(path: Path) -> str:
+    """The scripted model's summary of the session in `path`, in the instruction's sections.
+
+    The bundled session has one written by hand; any other gets one built from its own units,
+    labelled by the shipped classifier: the first requirement, the files its tools edited and
+    read, its last decisions, its last error and its last assistant text.
+    """
+    if path.resolve() == SESSION.resolve():
+        return DEMO_SUMMARY
+    from winnow.data.readers import read_paths
+    from winnow.serving import ImportanceClassifier
+
+    units = list(read_paths([path]))
+    cats = [p.category for p in ImportanceClassifier.load().predict(units)]
+
+    def first_line(text: str, n: int = 160) -> str:
+        return " ".join(text.strip().splitlines()[0].split())[:n] if text.strip() else ""
+
+    def paths(tools: tuple[str, ...]) -> list[str]:
+        out: dict[str, None] = {}
+        for u in units:
+            if u.kind == "tool_call" and u.tool_name in tools:
+                try:
+                    args = json.loads(u.text)
+                except ValueError:
+                    continue
+                p = args.get("file_path") or args.get("path") if isinstance(args, dict) else None
+                if isinstance(p, str):
+                    out[p] = None
+        return list(out)
+
+    by = {c: [u for u, uc in zip(units, cats) if uc == c] for c in set(cats)}
+    said = [u for u in units if u.role == "assistant" and u.kind == "text" and u.text.strip()]
+    edited = paths(("Edit", "MultiEdit", "Write", "NotebookEdit"))
+    read = [p for p in paths(("Read",)) if p not in edited]
+    sections = {
+        "Goal": [first_line(u.text, 300) for u in by.get("requirement", [])[:1]],
+        "Completed changes": [f"- edited {p}" for p in edited]
+        + [f"- decided: {first_line(u.text)}" for u in by.get("decision", [])[-5:]],
+        "Active working files": [f"- {p}" for p in (edited + read)[-8:]],
+        "Ruled-out dead ends": [],
+        "Unresolved failures": [first_line(u.text) for u in by.get("error", [])[-1:]],
+        "Pending todos": [],
+        "Next immediate step": [first_line(u.text) for u in said[-1:]],
+    }
+    return "\n".join(
+        f"## {name}\n" + ("\n".join(lines) if lines else "- none recorded")
+        for name, lines in sections.items()
+    )
+
+
 def claude_code_messages(path: Path) -> list[dict]:
     """Anthropic messages from a Claude Code JSONL: one message per assistant id, same roles merged."""
     messages: list[dict] = []
     seen_ids: dict[str, dict] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            rec = json.loads(line)
+        except ValueError as e:  # bad input: one line, and the good records around it kept
+            print(f"{path}:{lineno}: invalid JSON ({e.msg}), line skipped", file=sys.stderr)
+            continue
         if (
-            rec.get("type") not in ("user", "assistant")
+            not isinstance(rec, dict)
+            or rec.get("type") not in ("user", "assistant")
             or rec.get("isSidechain")
             or rec.get("isMeta")
         ):
@@ -104,11 +163,11 @@ def claude_code_messages(path: Path) -> list[dict]:
     return messages
 
 
-def scripted(summary_delay: float, summary: Reply | None = None):
+def scripted(summary: str, summary_delay: float, fault: Reply | None = None):
     def reply(rec):
         last = rec.body["messages"][-1]["content"]
         if isinstance(last, str) and last.startswith(INSTRUCTION[:30]):
-            return summary or Reply(SUMMARY, chunk_chars=6, chunk_delay=summary_delay)
+            return fault or Reply(summary, chunk_chars=6, chunk_delay=summary_delay)
         return Reply("Sure. Tagging v0.4.4 now." if len(rec.body["messages"]) < 10 else "Noted.")
 
     return reply
@@ -147,11 +206,11 @@ def usage_tokens(usage: dict) -> int:
     )
 
 
-async def scenario_compact(console: Console, runs: Path, session_file: Path) -> None:
+async def scenario_compact(console: Console, runs: Path, session_file: Path, summary: str) -> None:
     console.rule("[bold]1. idle past T_trigger: compact, then resume")
     counter = default_token_counter()
     clock = VirtualClock()
-    with LLMServer(replies=scripted(0.0)) as srv:
+    with LLMServer(replies=scripted(summary, 0.0)) as srv:
         conv, client, compactor, session = build(srv, runs, clock, session_file)
         first = await session.send(
             "Looks good. I'm off to lunch; when I'm back we tag the release."
@@ -192,7 +251,7 @@ async def scenario_compact(console: Console, runs: Path, session_file: Path) -> 
         f"compaction request starts with the live request's bytes: [bold]{prefix_same}[/]"
     )
     before, after = counter.count(uncompacted.decode()), counter.count(resume.raw.decode())
-    est = estimate(before, after, counter.count(SUMMARY), compactor.profile)
+    est = estimate(before, after, counter.count(summary), compactor.profile)
     console.print(
         f"resume request: {len(uncompacted):,} -> {len(resume.raw):,} bytes, {before:,} -> {after:,} tokens "
         f"({after / before:.0%}); on {compactor.profile.name} the break-even resume probability is "
@@ -206,10 +265,12 @@ async def scenario_compact(console: Console, runs: Path, session_file: Path) -> 
     )
 
 
-async def scenario_interrupt(console: Console, runs: Path, session_file: Path) -> None:
+async def scenario_interrupt(
+    console: Console, runs: Path, session_file: Path, summary: str
+) -> None:
     console.rule("[bold]2. the user types while the summary streams: abort, nothing changes")
     clock = VirtualClock()
-    with LLMServer(replies=scripted(0.01)) as srv:
+    with LLMServer(replies=scripted(summary, 0.01)) as srv:
         conv, client, compactor, session = build(srv, runs, clock, session_file)
         await session.send("Looks good. Give me a minute.")
         original = json.dumps(conv.messages)
@@ -224,7 +285,7 @@ async def scenario_interrupt(console: Console, runs: Path, session_file: Path) -
         compaction, user_turn = srv.requests[1], srv.requests[2]
     console.print(
         f"compaction aborted mid-stream: {compaction.aborted} after {compaction.chunks_sent} chunks of "
-        f"{-(-len(SUMMARY) // 6)}; after the user's turn the compactor is {compactor.state} again"
+        f"{-(-len(summary) // 6)}; after the user's turn the compactor is {compactor.state} again"
     )
     console.print(
         "user turn sent against the original history, unchanged: "
@@ -234,26 +295,27 @@ async def scenario_interrupt(console: Console, runs: Path, session_file: Path) -
     print_audit(console, runs / "demo.audit.jsonl", last=1)
 
 
-# fault -> the compaction request's reply, the client's timeout
-FAULTS = {
-    "server error (HTTP 529)": (Reply("overloaded", status=529), 30.0),
-    "timeout (server stalls 5 s, client timeout 1 s)": (Reply(SUMMARY, stall_s=5.0), 1.0),
-    "connection reset after 3 deltas": (Reply(SUMMARY, chunk_chars=40, reset_after=3), 30.0),
-    "truncated stream (clean close after 3 deltas)": (
-        Reply(SUMMARY, chunk_chars=40, cut_after=3),
-        30.0,
-    ),
-    "stop_reason max_tokens": (Reply(SUMMARY[:300], stop_reason="max_tokens"), 30.0),
-    "sections missing": (Reply(SUMMARY.split("## Pending")[0]), 30.0),
-    "user input mid-stream": (Reply(SUMMARY, chunk_chars=6, chunk_delay=0.01), 30.0),
-    "none (a whole summary)": (Reply(SUMMARY), 30.0),
-}
+def faults(summary: str) -> dict[str, tuple[Reply, float]]:
+    """fault -> the compaction request's reply, the client's timeout."""
+    return {
+        "server error (HTTP 529)": (Reply("overloaded", status=529), 30.0),
+        "timeout (server stalls 5 s, client timeout 1 s)": (Reply(summary, stall_s=5.0), 1.0),
+        "connection reset after 3 deltas": (Reply(summary, chunk_chars=40, reset_after=3), 30.0),
+        "truncated stream (clean close after 3 deltas)": (
+            Reply(summary, chunk_chars=40, cut_after=3),
+            30.0,
+        ),
+        "stop_reason max_tokens": (Reply(summary[:300], stop_reason="max_tokens"), 30.0),
+        "sections missing": (Reply(summary.split("## Pending")[0]), 30.0),
+        "user input mid-stream": (Reply(summary, chunk_chars=6, chunk_delay=0.01), 30.0),
+        "none (a whole summary)": (Reply(summary), 30.0),
+    }
 
 
-async def fault_row(runs: Path, session_file: Path, fault: str) -> list[str]:
-    reply, timeout = FAULTS[fault]
+async def fault_row(runs: Path, session_file: Path, summary: str, fault: str) -> list[str]:
+    reply, timeout = faults(summary)[fault]
     clock = VirtualClock()
-    with LLMServer(replies=scripted(0.0, reply)) as srv:
+    with LLMServer(replies=scripted(summary, 0.0, reply)) as srv:
         conv, client, compactor, session = build(srv, runs, clock, session_file, timeout)
         await session.send("Looks good. Give me a minute.")
         before = json.dumps(conv.messages)
@@ -274,13 +336,13 @@ async def fault_row(runs: Path, session_file: Path, fault: str) -> list[str]:
     return [fault, entry["event"], re.sub(r" from http\S+:", ":", reason)[:70], str(history)]
 
 
-async def scenario_faults(console: Console, runs: Path, session_file: Path) -> None:
+async def scenario_faults(console: Console, runs: Path, session_file: Path, summary: str) -> None:
     console.rule("[bold]3. faults: a summary is applied only when it is whole")
     t = Table(title="idle compaction under faults (official anthropic SDK client, loopback)")
     for col in ("fault", "audit event", "reason", "history"):
         t.add_column(col)
-    for i, fault in enumerate(FAULTS):
-        t.add_row(*await fault_row(runs / str(i), session_file, fault))
+    for i, fault in enumerate(faults(summary)):
+        t.add_row(*await fault_row(runs / str(i), session_file, summary, fault))
     console.print(t)
 
 
@@ -315,9 +377,10 @@ def main() -> int:
         return 1
     console = Console(width=max(Console().width, 120))
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(scenario_compact(console, Path(tmp) / "1", session_file))
-        asyncio.run(scenario_interrupt(console, Path(tmp) / "2", session_file))
-        asyncio.run(scenario_faults(console, Path(tmp) / "3", session_file))
+        summary = session_summary(session_file)
+        asyncio.run(scenario_compact(console, Path(tmp) / "1", session_file, summary))
+        asyncio.run(scenario_interrupt(console, Path(tmp) / "2", session_file, summary))
+        asyncio.run(scenario_faults(console, Path(tmp) / "3", session_file, summary))
     return 0
 
 

@@ -21,16 +21,24 @@ HOOK = ROOT / "winnow" / "runtime" / "hooks" / "claude_code_posttooluse.py"
 @pytest.mark.parametrize(
     "argv, out, code",
     [
-        (["80000"], "40%", 2),
-        (["79999"], "39%", 0),
-        (["150000", "1000000"], "15%", 0),
-        (["199,999", "200k"], "99%", 2),
+        (["80000"], "40% of the 200,000-token window: over the 40% line: checkpoint now", 2),
+        (["79999"], "39% of the 200,000-token window: under the 40% line", 0),
+        (["150000", "1000000"], "15% of the 1,000,000-token window: under the 40% line", 0),
+        (["199,999", "200k"], "99% of the 200,000-token window: over the 40% line", 2),
+        (["84000", "--threshold", "50"], "42% of the 200,000-token window: under the 50% line", 0),
+        (
+            ["300000", "200000"],
+            "150% of the 200,000-token window: the window is exceeded by 100,000 tokens",
+            2,
+        ),
     ],
 )
-def test_budget_exit_codes(argv, out, code, capsys, monkeypatch):
+def test_budget_says_what_the_percentage_means(argv, out, code, capsys, monkeypatch):
     monkeypatch.delenv("HARNESS_CTX_THRESHOLD", raising=False)
     assert main(["budget", *argv]) == code
-    assert capsys.readouterr().out.strip() == out
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(out) and "\n" not in line
+    assert line.split()[0] == out.split()[0], "the percentage stays the first word, for scripts"
 
 
 def test_budget_threshold_from_env(capsys, monkeypatch):

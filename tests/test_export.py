@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,14 +14,12 @@ from winnow.classifier.model import ModelConfig, UnitClassifier  # noqa: E402
 from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer  # noqa: E402
 from winnow.data.schema import CATEGORIES  # noqa: E402
 
-FIXTURE = Path(__file__).parent / "fixtures" / "classifier" / "sessions.jsonl"
 pytestmark = pytest.mark.slow  # builds tokenizers and models
 
 
-def _export(tmp_path_factory, heads: int):
+def _export(tmp_path_factory, rows: list[dict], heads: int):
     from winnow.training.export import export_onnx
 
-    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
     torch.manual_seed(0)
     config = ModelConfig(vocab_size=600, max_len=48, d_model=32, d_ff=64, n_layers=2, n_heads=heads)
     encoder = UnitEncoder(train_tokenizer((r["text"] for r in rows), 600), config.max_len)
@@ -37,8 +34,8 @@ def _export(tmp_path_factory, heads: int):
 
 
 @pytest.fixture(scope="module", params=[2, 1], ids=["2 heads", "1 head"])
-def exported(request, tmp_path_factory):
-    return _export(tmp_path_factory, request.param)
+def exported(request, tmp_path_factory, classifier_rows):
+    return _export(tmp_path_factory, classifier_rows, request.param)
 
 
 def test_one_file_no_external_data(exported):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,12 +22,10 @@ from winnow.classifier.features import (
 )
 from winnow.data.schema import Unit
 
-FIXTURE = Path(__file__).parent / "fixtures" / "classifier" / "sessions.jsonl"
-
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
-    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+def rows(classifier_rows) -> list[dict]:
+    return classifier_rows
 
 
 def named(v: np.ndarray) -> set[str]:

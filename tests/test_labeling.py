@@ -242,14 +242,9 @@ def test_labels_join_reports_bad_lines_and_first_file_wins(tmp_path):
     f2.write_text('{"id": "s:0", "category": "requirement"}\n{"id": "s:1", "category": "status"}\n')
     join = load_labels([f1, f2], known_ids={"s:0", "s:1"})
     assert join.labels == {"s:0": "constraint", "s:1": "status"}
-    assert [p.split(": ", 1)[0] for p in join.problems] == [
-        f"{f1}:2",
-        f"{f1}:3",
-        f"{f1}:4",
-        f"{f1}:6",
-    ]
+    assert [p.split(": ", 1)[0] for p in join.problems] == [f"{f1}:2", f"{f1}:3", f"{f1}:6"]
     assert "unknown category 'important'" in join.problems[1]
-    assert "unknown id 'nope:9'" in join.problems[2]
+    assert join.unknown == {str(f1): 1}  # a label of other data: counted, not a bad line
     assert len(join.disagreements) == 1 and join.disagreements[0].startswith(f"{f2}:1: s:0")
 
     labeled = Labeler().label(_session(("user", "text", "fix it"), ("assistant", "text", "ok")))
@@ -387,3 +382,21 @@ def test_commit_calls_and_edit_errors():
         ),
     )
     assert _labels(units) == ["requirement", "explanation", "status", "code", "error"]
+
+
+def test_label_command_unknown_ids_are_one_line_and_empty_report_fails(tmp_path, capsys):
+    from winnow.cli import main
+
+    other = tmp_path / "gold.jsonl"  # labels of units that are not in this input
+    other.write_text("".join(f'{{"id": "other:{i}", "category": "status"}}\n' for i in range(500)))
+    out = tmp_path / "labeled.parquet"
+    rc = main(["label", str(FIXTURE), "-o", str(out), "--labels", str(other), "--report"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert f"500 labels name units not in this input (500 in {other}): ignored" in err
+    assert err.count("other:") == 0, "no line per unknown id"
+    assert "--report has nothing to score" in err
+    assert not out.exists() and not list(tmp_path.glob(".*tmp")), "a failed job writes nothing"
+
+    assert main(["label", str(FIXTURE), "-o", str(out), "--labels", str(other)]) == 0
+    assert out.exists()

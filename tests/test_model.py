@@ -14,7 +14,6 @@ from winnow.classifier.model import ModelConfig, UnitClassifier  # noqa: E402
 from winnow.classifier.tokenizer import PAD_ID  # noqa: E402
 from winnow.data.schema import CATEGORIES  # noqa: E402
 
-FIXTURE = Path(__file__).parent / "fixtures" / "classifier" / "sessions.jsonl"
 SMALL = ModelConfig(vocab_size=300, max_len=32, d_model=32, n_heads=2, d_ff=64, n_layers=2)
 
 
@@ -42,13 +41,12 @@ def test_padding_does_not_change_a_unit():
     torch.testing.assert_close(alone, padded, atol=1e-5, rtol=1e-4)
 
 
-def _write_dataset(tmp: Path) -> Path:
+def _write_dataset(tmp: Path, rows: list[dict]) -> Path:
     """A data set folder from the fixture: one session per split (shape of `winnow dataset`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     tmp.mkdir(parents=True, exist_ok=True)
-    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
     sessions = list(dict.fromkeys(r["session_id"] for r in rows))
     parts = {"train": sessions[:2], "validation": sessions[2:3], "test": sessions[3:]}
     for name, sids in parts.items():
@@ -58,13 +56,13 @@ def _write_dataset(tmp: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_tiny_fit_is_deterministic_and_learns(tmp_path):
+def test_tiny_fit_is_deterministic_and_learns(tmp_path, classifier_rows):
     from rich.console import Console
 
     from winnow.training.config import TrainConfig
     from winnow.training.trainer import Trainer
 
-    data = _write_dataset(tmp_path)
+    data = _write_dataset(tmp_path, classifier_rows)
     config = TrainConfig(
         model=ModelConfig(vocab_size=400, max_len=32, d_model=32, d_ff=64), epochs=3, patience=3
     )
@@ -81,11 +79,11 @@ def test_tiny_fit_is_deterministic_and_learns(tmp_path):
     assert np.isfinite(a.validation["macro_f1"])
 
 
-def test_cli_evaluate_reports_model_and_baselines(tmp_path, capsys):
+def test_cli_evaluate_reports_model_and_baselines(tmp_path, capsys, classifier_rows):
     pytest.importorskip("sklearn")
     from winnow.cli import main
 
-    data = _write_dataset(tmp_path)
+    data = _write_dataset(tmp_path, classifier_rows)
     png, out = tmp_path / "cm.png", tmp_path / "eval.json"
     assert (
         main(["evaluate", "default", str(data), "--confusion", str(png), "--json", str(out)]) == 0
@@ -131,11 +129,11 @@ def test_must_keep_metrics():
 
 
 @pytest.mark.slow
-def test_cli_train_writes_a_loadable_model(tmp_path):
+def test_cli_train_writes_a_loadable_model(tmp_path, classifier_rows):
     from winnow.cli import main
     from winnow.serving.classifier import ImportanceClassifier
 
-    data = _write_dataset(tmp_path / "data")
+    data = _write_dataset(tmp_path / "data", classifier_rows)
     out = tmp_path / "model"
     argv = [
         "train",

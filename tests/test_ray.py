@@ -37,3 +37,22 @@ def test_ray_and_local_engines_write_identical_tables(local_ray, tmp_path):
             assert local[name].equals(remote[name]), f"column {name} differs"
     assert ls.problems == rs.problems and ls.skipped == rs.skipped
     assert any(p.startswith(str(bad)) for p in rs.problems)
+
+
+@pytest.mark.slow
+def test_ray_run_is_quiet_on_success(local_ray, tmp_path, capfd):
+    """Only the run's own lines reach the terminal: no Ray log lines (Ray Data's actor pool
+    logged an error-level `core_worker.cc ... max_restarts` line on every successful run)."""
+    import logging
+
+    from winnow.cli import main
+
+    out = tmp_path / "scores.parquet"
+    assert main(["score", str(FIXTURES), "--engine", "ray", "--workers", "2", "-o", str(out)]) == 0
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    noise = [line for line in lines if "broken.jsonl" not in line and "scoring" not in line]
+    noise = [line for line in noise if not line.startswith(("skipped", "  "))]  # skipped files
+    assert not noise, "\n".join(noise)
+    assert logging.getLogger("ray").isEnabledFor(logging.ERROR)  # errors still show
+    assert not logging.getLogger("ray").isEnabledFor(logging.INFO)

@@ -21,7 +21,6 @@ from winnow.serving.classifier import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "classifier" / "sessions.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +29,8 @@ def clf() -> ImportanceClassifier:
 
 
 @pytest.fixture(scope="module")
-def rows() -> list[dict]:
-    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+def rows(classifier_rows) -> list[dict]:
+    return classifier_rows
 
 
 def test_default_model_is_shipped():
@@ -178,12 +177,16 @@ def test_serving_never_imports_torch():
     assert out.stdout.strip() in CATEGORIES
 
 
-def test_cli_classify_jsonl_keeps_ids(tmp_path, capsys):
+def test_cli_classify_jsonl_keeps_ids(tmp_path, capsys, classifier_rows):
     from winnow.cli import main
 
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "category"}) + "\n" for r in json.loads(
-        "[" + ",".join(FIXTURE.read_text().splitlines()) + "]")))  # fmt: skip
+    src.write_text(
+        "".join(
+            json.dumps({k: v for k, v in r.items() if k != "category"}) + "\n"
+            for r in classifier_rows
+        )
+    )
     out = tmp_path / "out.jsonl"
     assert main(["classify", str(src), "-o", str(out)]) == 0
     recs = [json.loads(line) for line in out.read_text().splitlines()]

@@ -83,9 +83,8 @@ def shipped() -> Tokenizer:
 
 
 @pytest.fixture(scope="module")
-def trained() -> Tokenizer:
-    rows = (FIXTURES / "classifier" / "sessions.jsonl").read_text().splitlines()
-    return train_tokenizer((json.loads(r)["text"] for r in rows), vocab_size=600)
+def trained(classifier_rows) -> Tokenizer:
+    return train_tokenizer((r["text"] for r in classifier_rows), vocab_size=600)
 
 
 @pytest.mark.parametrize("which", ["shipped", "trained"])

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "classifier" / "sessions.jsonl"
 
 
 # The fresh venv must see only what it installed: no PYTHONPATH (a source checkout on it
@@ -26,11 +25,11 @@ def run(*cmd, **kw) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_wheel_classifies_without_torch(tmp_path):
+def test_wheel_classifies_without_torch(tmp_path, classifier_sessions):
     # Build from a copy: setuptools leaves build/ and *.egg-info beside the sources.
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
@@ -83,7 +82,15 @@ def test_wheel_classifies_without_torch(tmp_path):
 
     outfile = tmp_path / "out.jsonl"
     cli = run(
-        venv / "bin" / "winnow", "classify", FIXTURE, "-o", outfile, cwd=tmp_path, timeout=120
+        venv / "bin" / "winnow",
+        "classify",
+        classifier_sessions,
+        "-o",
+        outfile,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert cli.returncode == 0, cli.stderr[-2000:]
-    assert len(outfile.read_text().splitlines()) == len(FIXTURE.read_text().splitlines())
+    assert len(outfile.read_text().splitlines()) == len(
+        classifier_sessions.read_text().splitlines()
+    )

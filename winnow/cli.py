@@ -2,6 +2,10 @@
 
 Each subpackage contributes its commands through a light `commands` module exposing
 `COMMANDS = {name: (help, add_arguments, run)}`; heavy imports happen inside `run`.
+
+Conventions every command keeps: `-o -` writes to standard output (the summary then goes to
+standard error), an output file appears only when its job succeeded (`Output`), and a missing
+optional dependency is one line naming the extra that installs it.
 """
 
 from __future__ import annotations
@@ -9,9 +13,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NoReturn
 
 COMMAND_MODULES = (
@@ -24,6 +32,77 @@ COMMAND_MODULES = (
     "winnow.batch.commands",
     "winnow.batch.cib.commands",
 )
+
+
+# Top-level modules of the optional dependencies -> the extra that installs them.
+EXTRAS = {
+    "pyarrow": "parquet",
+    "torch": "train",
+    "sklearn": "train",
+    "datasets": "train",
+    "onnx": "train",
+    "matplotlib": "train",
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "ray": "ray",
+    "anthropic": "llm",
+    "openai": "llm",
+}
+
+STDOUT = "-"
+
+
+class Output:
+    """A file a command writes that appears only if the command gets to `commit()`.
+
+        with Output(args.output) as out:
+            write_table(table, out.path)     # a temporary file
+            out.commit()                     # renamed to args.output, or copied to stdout for '-'
+
+    Leaving the block without `commit()` (an error, nothing to write) leaves nothing behind,
+    and an existing file of the same name untouched.
+    """
+
+    def __init__(self, destination: str | Path):
+        self.destination = str(destination)
+        self.to_stdout = self.destination == STDOUT
+        dest = Path(self.destination).expanduser()
+        self._dir: str | None = None
+        if self.to_stdout or not dest.parent.is_dir():  # a folder to create only on success
+            self._dir = tempfile.mkdtemp(prefix="winnow-out-")
+            self.path = Path(self._dir) / "output"
+        else:  # beside the destination, so that commit is an atomic rename
+            self.path = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+
+    def __enter__(self) -> Output:
+        return self
+
+    def commit(self) -> None:
+        if self.to_stdout:
+            sys.stdout.flush()
+            with open(self.path, "rb") as fh:
+                shutil.copyfileobj(fh, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            dest = Path(self.destination).expanduser()
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(self.path, dest)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        else:
+            self.path.unlink(missing_ok=True)
+
+
+def reject_stdout(value: str | None, why: str) -> str | None:
+    """The one-line error for `-o -` where the output cannot be a stream, else None."""
+    return f"-o - (standard output) is not possible here: {why}" if value == STDOUT else None
 
 
 class CommandError(Exception):
@@ -85,13 +164,12 @@ def check_inputs(paths: Iterable[str | Path]) -> None:
 
 def check_output(path: str | Path, folder: bool = False) -> None:
     """CommandError when `path` cannot be written: a folder where a file goes (or the other
-    way round), a file's folder missing, or a file where a folder must be (a folder's missing
-    parents are made when it is written)."""
+    way round), or a file where a folder must be (missing folders are made on success)."""
+    if str(path) == STDOUT:
+        return
     p = Path(path).expanduser()
     if p.exists() and p.is_dir() != folder:
         raise CommandError(f"{path}: is a {'file' if folder else 'folder'}")
-    if not folder and not p.parent.is_dir():
-        raise CommandError(f"{path}: no folder {p.parent}")
     parent = p.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -133,6 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except CommandError as e:
         print(f"winnow {args.command}: {e}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as e:
+        extra = EXTRAS.get((e.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"winnow {args.command}: needs {e.name}, which the base install leaves out: "
+            f"pip install 'winnow[{extra}]'",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,1 +1,1 @@
-"""Batch scoring on local processes or Ray, and benchmarks."""
+"""Batch scoring on local processes or Ray."""

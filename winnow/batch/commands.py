@@ -1,4 +1,4 @@
-"""CLI commands of winnow.batch: `score`, `serve` and `bench` (heavy imports happen in `run`)."""
+"""CLI commands of winnow.batch: `score` and `serve` (heavy imports happen in `run`)."""
 
 from __future__ import annotations
 
@@ -22,20 +22,22 @@ def _score_args(p: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         default="scores.parquet",
-        help="per-unit Parquet (default: %(default)s); per-session totals go beside it as *.sessions.parquet",
+        help="per-unit Parquet (default: %(default)s); per-session totals go beside it as "
+        "*.sessions.parquet; both appear only when some unit was scored",
     )
     p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     p.add_argument(
         "--engine",
         choices=("local", "ray"),
         default="local",
-        help="local processes or Ray Data (default: %(default)s)",
+        help="local processes, or Ray actors (pays Ray's start-up, ~10 s on a local machine; "
+        "worth it on a cluster) (default: %(default)s)",
     )
     p.add_argument(
         "--workers",
         type=non_negative_int,
         default=0,
-        help="worker processes / Ray actors (default: all cores)",
+        help="worker processes / Ray actors, 0 = one per core (default: %(default)s)",
     )
     p.add_argument(
         "--ray-address", default=None, help="Ray cluster address (default: start a local Ray)"
@@ -54,12 +56,16 @@ def _score(args: argparse.Namespace) -> int:
         ScoreConfig,
         sessions_path,
     )
+    from winnow.cli import reject_stdout
     from winnow.data.schema import DEFAULT_STRATEGIES
 
+    err = Console(stderr=True)
+    if error := reject_stdout(args.output, "score writes two files (units and sessions)"):
+        err.print(f"winnow score: {error}", markup=False, soft_wrap=True)
+        return 1
     check_inputs(args.paths)
     check_output(args.output)
     config = ScoreConfig(args.model, args.engine, args.workers, args.ray_address)
-    err = Console(stderr=True)
     progress = Progress(
         TextColumn("scoring"),
         BarColumn(),
@@ -110,6 +116,17 @@ def _score(args: argparse.Namespace) -> int:
     table.add_column("share", justify="right", footer="100%")
     for cat, tok in by_cat.most_common():
         table.add_row(cat, DEFAULT_STRATEGIES.get(cat, "?"), f"{tok:,}", share(tok))
+    for reason, paths in summary.skipped_files.items():
+        err.print(f"skipped {len(paths):,} file(s), {reason}:", markup=False, highlight=False)
+        for path in paths:
+            err.print(f"  {path}", markup=False, highlight=False, soft_wrap=True)
+    if not summary.units:
+        err.print(
+            f"winnow score: no units scored ({len(summary.problems)} problems); nothing written",
+            markup=False,
+            soft_wrap=True,
+        )
+        return 1
     out = Console()
     out.print(table)
     out.print(
@@ -120,7 +137,7 @@ def _score(args: argparse.Namespace) -> int:
         f"of the tokens and summarize {share(sum(by_cat[c] for c in SUMMARIZE_CATEGORIES))}",
         soft_wrap=True,
     )
-    return 0 if summary.units or not summary.problems else 1
+    return 0
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -128,7 +145,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--host", default="127.0.0.1", help="bind address (default: %(default)s, loopback only)"
     )
-    p.add_argument("--port", type=port, default=8000, help="(default: %(default)s)")
+    p.add_argument("--port", type=port, default=8000, help="port (default: %(default)s)")
     p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     p.add_argument(
         "--token",
@@ -141,7 +158,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="largest request body accepted (default: 8 MiB)",
     )
-    p.add_argument("--threads", type=positive_int, default=1, help="onnxruntime intra-op threads")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=1,
+        help="onnxruntime intra-op threads (default: %(default)s)",
+    )
     p.add_argument(
         "--body-timeout",
         type=positive_float,
@@ -184,18 +206,6 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_args(p: argparse.ArgumentParser) -> None:
-    from winnow.batch.bench import add_arguments
-
-    add_arguments(p)
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from winnow.batch.bench import run
-
-    return run(args)
-
-
 COMMANDS = {
     "score": (
         "Classify every unit of transcripts into Parquet (local processes or Ray)",
@@ -203,5 +213,4 @@ COMMANDS = {
         _score,
     ),
     "serve": ("Serve classify/compress over HTTP (FastAPI)", _serve_args, _serve),
-    "bench": ("Print every performance figure beside its baseline", _bench_args, _bench),
 }

@@ -88,6 +88,7 @@ class ScoreSummary:
     tokens_by_category: Counter = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
+    skipped_files: dict[str, list[str]] = field(default_factory=dict)  # reason -> paths
 
     @property
     def units_per_s(self) -> float:
@@ -111,7 +112,7 @@ def list_transcripts(paths: Iterable[str | Path], report: ReadReport) -> list[Pa
             continue
         for f in iter_files([p]):
             if f.stat().st_size and detect_format(f) is None:
-                report.skip(f"not a transcript ({f.suffix or f.name})")
+                report.skip_file(f, f"not a transcript ({f.suffix or f.name})")
             else:
                 out.append(f)
     return out
@@ -254,10 +255,9 @@ class BatchScorer:
         load_classifier(self.config.model)  # a bad model directory fails here, once, in one line
         if self.config.engine == "local":
             return _run_local(files, self.config)
-        if self.config.engine == "ray":
-            from winnow.batch.ray_engine import run_ray
+        from winnow.batch.ray_engine import run_ray
 
-            return run_ray(files, self.config)
+        return run_ray(files, self.config)
 
     def run(
         self,
@@ -268,30 +268,41 @@ class BatchScorer:
     ) -> ScoreSummary:
         """Score every transcript under `paths` into `out` and its `.sessions.parquet` sibling.
 
-        `on_start(n_files)` and `on_file(scores)` let a caller show progress.
+        Both files appear only when some unit was scored: a job that read nothing (a missing
+        path, no transcripts) writes nothing. `on_start(n_files)` and `on_file(scores)` let a
+        caller show progress.
         """
         t0 = time.perf_counter()
         report = ReadReport()
         files = list_transcripts(paths, report)
-        summary = ScoreSummary(skipped=report.skipped)
+        summary = ScoreSummary(skipped=report.skipped, skipped_files=report.skipped_files)
         scores = self.iter_scores(files)  # a bad engine or model fails here, before any output
         if on_start:
             on_start(len(files))
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
+        final = (out, sessions_path(out))
+        tmp = tuple(p.with_name(f".{p.name}.{os.getpid()}.tmp") for p in final)
         sessions = SessionTotals()
-        with pq.ParquetWriter(out, UNIT_SCHEMA) as writer:
-            for fs in scores:
-                summary.problems.extend(fs.problems)
-                summary.skipped.update(fs.skipped)
-                if fs.table.num_rows:
-                    writer.write_table(fs.table)
-                    sessions.add(fs.table)
-                    summary.files += 1
-                    summary.units += fs.table.num_rows
-                if on_file:
-                    on_file(fs)
-        pq.write_table(sessions.table(), sessions_path(out))
+        try:
+            with pq.ParquetWriter(tmp[0], UNIT_SCHEMA) as writer:
+                for fs in scores:
+                    summary.problems.extend(fs.problems)
+                    summary.skipped.update(fs.skipped)
+                    if fs.table.num_rows:
+                        writer.write_table(fs.table)
+                        sessions.add(fs.table)
+                        summary.files += 1
+                        summary.units += fs.table.num_rows
+                    if on_file:
+                        on_file(fs)
+            pq.write_table(sessions.table(), tmp[1])
+            if summary.units:
+                for t, f in zip(tmp, final, strict=True):
+                    t.replace(f)
+        finally:
+            for t in tmp:
+                t.unlink(missing_ok=True)
         summary.sessions = len(sessions)
         summary.tokens_by_category = sessions.tokens_by_category()
         summary.tokens = sum(summary.tokens_by_category.values())

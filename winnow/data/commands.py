@@ -13,7 +13,7 @@ def _add_extract(p: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         default="messages.parquet",
-        help="Parquet file to write (default: %(default)s)",
+        help="Parquet file to write, - for standard output (default: %(default)s)",
     )
 
 
@@ -24,7 +24,7 @@ def _run_extract(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from winnow.cli import check_inputs, check_output
+    from winnow.cli import Output, check_inputs, check_output
     from winnow.data.extract import extract
     from winnow.data.readers import ReadReport
     from winnow.data.readers.base import iter_files
@@ -53,19 +53,25 @@ def _run_extract(args: argparse.Namespace) -> int:
             first = False
             progress.update(task, name=path.name)
 
-        extract(args.paths, args.output, report=report, on_file=on_file)
-        progress.update(task, completed=files)
-    _print_summary(Console(), report, args.output, time.perf_counter() - start)
+        with Output(args.output) as out:
+            extract(args.paths, out.path, report=report, on_file=on_file)
+            progress.update(task, completed=files)
+            if report.files:
+                out.commit()
+    console = Console(stderr=out.to_stdout)
+    where = "standard output" if out.to_stdout else args.output
+    _print_summary(console, report, where, time.perf_counter() - start)
     return 0 if report.files else 1
 
 
 def _print_summary(console, report, output: str, seconds: float) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     if report.files:
         console.print(
-            f"[bold green]wrote[/] {output}: {report.units:,} units from {len(report.sessions):,} sessions "
-            f"in {report.files:,} files ({seconds:.1f} s)"
+            f"[bold green]wrote[/] {escape(output)}: {report.units:,} units from "
+            f"{len(report.sessions):,} sessions in {report.files:,} files ({seconds:.1f} s)"
         )
     else:
         console.print("[bold red]nothing could be read[/]; no file written")
@@ -85,6 +91,10 @@ def _print_summary(console, report, output: str, seconds: float) -> None:
         for reason, n in report.skipped.most_common():
             skipped.add_row(reason, f"{n:,}")
         console.print(skipped)
+    for reason, paths in report.skipped_files.items():
+        console.print(f"[bold]skipped {len(paths):,} file(s), {reason}:[/]")
+        for path in paths:
+            console.print(f"  {path}", markup=False, highlight=False, soft_wrap=True)
     if report.problems:
         console.print(f"[bold yellow]{len(report.problems)} problem(s):[/]")
         for line in report.problems:

@@ -20,7 +20,7 @@ def _add_label(p: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         default="labeled.parquet",
-        help="Parquet file to write (default: %(default)s)",
+        help="Parquet file to write, - for standard output (default: %(default)s)",
     )
     p.add_argument(
         "--labels",
@@ -31,14 +31,16 @@ def _add_label(p: argparse.ArgumentParser) -> None:
         "heuristic; where files disagree on an id the first file given wins",
     )
     p.add_argument(
-        "--report", action="store_true", help="score the heuristic labels against --labels"
+        "--report",
+        action="store_true",
+        help="score the heuristic labels against --labels (exit 1 when no label matches a unit)",
     )
     p.add_argument(
         "--show",
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="print N random units per category",
+        help="print N random units per category (default: %(default)s)",
     )
 
 
@@ -71,6 +73,7 @@ def _run_label(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
     from rich.console import Console
 
+    from winnow.cli import Output
     from winnow.data.labeling import (
         Labeler,
         LFAnalysis,
@@ -81,7 +84,8 @@ def _run_label(args: argparse.Namespace) -> int:
 
     check_inputs([*args.paths, *args.labels])
     check_output(args.output)
-    console, err = Console(), Console(stderr=True)
+    err = Console(stderr=True)
+    console = err if args.output == "-" else Console()
     start = time.perf_counter()
     with err.status("reading units"):
         try:
@@ -100,6 +104,23 @@ def _run_label(args: argparse.Namespace) -> int:
     if join is not None:
         for line in join.problems + join.disagreements:
             err.print(f"[yellow]{line}[/]", highlight=False, soft_wrap=True)
+        if join.unknown:
+            files = ", ".join(f"{n:,} in {path}" for path, n in join.unknown.items())
+            err.print(
+                f"{sum(join.unknown.values()):,} labels name units not in this input "
+                f"({files}): ignored",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+    if args.report and (join is None or not join.labels):
+        why = "give --labels" if join is None else "no label names a unit of this input"
+        err.print(
+            f"[bold red]winnow label:[/] --report has nothing to score ({why}); nothing written",
+            soft_wrap=True,
+        )
+        return 1
+    if join is not None:
         n = apply_labels(labeled, join.labels)
         console.print(f"joined {n:,} labels from {len(args.labels)} file(s)")
 
@@ -111,18 +132,18 @@ def _run_label(args: argparse.Namespace) -> int:
         ("hand_label", [lu.label_source == "hand" for lu in labeled], pa.bool_()),
     ):
         table = table.append_column(name, pa.array(values, typ))
-    pq.write_table(table, args.output, compression="zstd")
+    with Output(args.output) as out:
+        pq.write_table(table, out.path, compression="zstd")
+        out.commit()
 
     _print_analysis(console, analysis, labeled)
-    if args.report:
-        if join is None or not join.labels:
-            err.print("[yellow]--report needs --labels with matching ids; nothing to score[/]")
-        else:
-            _print_report(console, evaluate_labeler(heuristic, join.labels))
+    if args.report and join is not None:
+        _print_report(console, evaluate_labeler(heuristic, join.labels))
     if args.show:
         _print_samples(console, labeled, args.show)
+    where = "standard output" if out.to_stdout else args.output
     console.print(
-        f"[bold green]wrote[/] {args.output}: {len(labeled):,} units, "
+        f"[bold green]wrote[/] {where}: {len(labeled):,} units, "
         f"{len({lu.unit.session_id for lu in labeled}):,} sessions ({time.perf_counter() - start:.1f} s)"
     )
     return 0
@@ -232,8 +253,12 @@ def _run_dataset(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from winnow.cli import reject_stdout
     from winnow.data.dataset import SplitConfig, build_dataset
 
+    if error := reject_stdout(args.output, "a data set is a folder of files"):
+        print(f"winnow dataset: {error}", file=sys.stderr)
+        return 1
     check_inputs([args.labeled])
     check_output(args.output, folder=True)
     try:

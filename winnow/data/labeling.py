@@ -630,14 +630,14 @@ class Labeler:
 
     def label(self, units: Iterable[Unit | Mapping[str, Any]]) -> list[LabeledUnit]:
         """Label every unit; returns one `LabeledUnit` per input unit, in input order."""
-        units = [as_unit(u) for u in units]
+        given = [as_unit(u) for u in units]
         sessions: dict[str, list[int]] = defaultdict(list)
-        for pos, u in enumerate(units):
+        for pos, u in enumerate(given):
             sessions[u.session_id].append(pos)
-        out: list[LabeledUnit | None] = [None] * len(units)
+        out: list[LabeledUnit | None] = [None] * len(given)
         for positions in sessions.values():
-            positions.sort(key=lambda p: (units[p].index, p))
-            session = Session([units[p] for p in positions], self.config)
+            positions.sort(key=lambda p: (given[p].index, p))
+            session = Session([given[p] for p in positions], self.config)
             for i, p in enumerate(positions):
                 out[p] = self.label_one(session, i)
         return out  # type: ignore[return-value]
@@ -767,10 +767,15 @@ class LabelJoin:
     labels: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     disagreements: list[str] = field(default_factory=list)
+    # file -> how many of its ids are not in `known_ids`: labels of other data, not bad lines
+    unknown: Counter = field(default_factory=Counter)
 
 
 def load_labels(paths: Iterable[str | Path], known_ids: set[str] | None = None) -> LabelJoin:
     """Read label files; bad lines become one-line problems `file:line: why`, the rest still count.
+
+    Ids not in `known_ids` (labels of units outside the data at hand) are counted per file in
+    `unknown`, not reported one by one.
 
     When several files label the same id the first file's label wins (files are read in the
     order given) and each disagreement is reported.
@@ -797,7 +802,7 @@ def load_labels(paths: Iterable[str | Path], known_ids: set[str] | None = None) 
                     out.problems.append(f"{where}: unknown category {cat!r}, line skipped")
                     continue
                 if known_ids is not None and uid not in known_ids:
-                    out.problems.append(f"{where}: unknown id {uid!r}, line skipped")
+                    out.unknown[str(path)] += 1
                     continue
                 if uid in out.labels:
                     if out.labels[uid] != cat:

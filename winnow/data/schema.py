@@ -1,7 +1,8 @@
-"""The normalized message unit (shared/SCHEMA.md) and the importance taxonomy (shared/TAXONOMY.md)."""
+"""The normalized message unit (docs/SCHEMA.md) and the importance taxonomy (docs/TAXONOMY.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -78,16 +79,16 @@ class Unit:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Unit:
+    def from_dict(cls, d: Mapping[str, Any]) -> Unit:
         """Build a unit from a SCHEMA.md record; unknown fields land in `extra`."""
         known = {f.name for f in fields(cls)} - {"extra"}
-        kw = {k: d.get(k) for k in known if k in d}
+        kw: dict[str, Any] = {k: d.get(k) for k in known if k in d}
         kw.setdefault("tool_name", None)
         extra = {k: v for k, v in d.items() if k not in known}
         return cls(extra=extra, **kw)
 
 
-def as_unit(x: Unit | dict[str, Any]) -> Unit:
+def as_unit(x: Unit | Mapping[str, Any]) -> Unit:
     """Accept a Unit or a SCHEMA.md dict."""
     return x if isinstance(x, Unit) else Unit.from_dict(x)
 

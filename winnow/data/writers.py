@@ -1,4 +1,4 @@
-"""Write units as winnow's normalized JSON Lines (shared/SCHEMA.md).
+"""Write units as winnow's normalized JSON Lines (docs/SCHEMA.md).
 
     from winnow.data.writers import write_jsonl
     write_jsonl(units, "units.jsonl")

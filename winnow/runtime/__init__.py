@@ -6,7 +6,17 @@ Names resolve lazily so that `import winnow.runtime` stays cheap.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports on first use
+    from winnow.runtime.archive import AuditLog, restore
+    from winnow.runtime.budget import ContextBudget
+    from winnow.runtime.economics import PROFILES, CacheProfile, estimate
+    from winnow.runtime.idle import IdleCompactor, IdleConfig, SystemClock, VirtualClock
+    from winnow.runtime.llm import Conversation, LLMError, complete
+    from winnow.runtime.session import Session
+    from winnow.runtime.transcript import FileRegistry
+
 
 _EXPORTS = {
     "IdleCompactor": "winnow.runtime.idle",
@@ -26,7 +36,23 @@ _EXPORTS = {
     "ContextBudget": "winnow.runtime.budget",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
+    "AuditLog",
+    "CacheProfile",
+    "ContextBudget",
+    "Conversation",
+    "FileRegistry",
+    "IdleCompactor",
+    "IdleConfig",
+    "LLMError",
+    "PROFILES",
+    "Session",
+    "SystemClock",
+    "VirtualClock",
+    "complete",
+    "estimate",
+    "restore",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -142,7 +142,10 @@ def _add_budget(p: argparse.ArgumentParser) -> None:
         "`hook`: the Claude Code settings entry for the PostToolUse hook",
     )
     p.add_argument(
-        "--threshold", default=None, help="percent (default: $HARNESS_CTX_THRESHOLD or 40)"
+        "--threshold",
+        default=None,
+        help="percent of the window at which to checkpoint; exit 2 at or over it "
+        "(default: $HARNESS_CTX_THRESHOLD, else 40)",
     )
     p.add_argument("--plot", default=None, help="report: trend plot PNG (default: FILE with .png)")
 
@@ -179,8 +182,21 @@ def _run_budget(args: argparse.Namespace) -> int:
     if window <= 0:
         return _err("budget", "WINDOW must be > 0")
     pct = occupancy(used, window)
-    print(f"{math.floor(pct)}%")
+    print(f"{math.floor(pct)}% {_budget_advice(used, window, pct, threshold)}")
     return 2 if pct >= threshold else 0
+
+
+def _budget_advice(used: int, window: int, pct: float, threshold: float) -> str:
+    """What the percentage means: the rest of the line after `NN%` (scripts read the first word)."""
+    where = f"of the {window:,}-token window"
+    if used > window:
+        return (
+            f"{where}: the window is exceeded by {used - window:,} tokens; the next request "
+            "will not fit: compact or start a new session now"
+        )
+    if pct >= threshold:
+        return f"{where}: over the {threshold:g}% line: checkpoint now (summarize, then compact)"
+    return f"{where}: under the {threshold:g}% line"
 
 
 def _budget_hook() -> int:

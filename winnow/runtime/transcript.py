@@ -17,7 +17,7 @@ __all__ = ["FileRegistry", "replace_tool_result", "to_units", "turn_starts"]
 
 
 def to_units(api: str, messages: list[dict[str, Any]], session_id: str = "session") -> list[Unit]:
-    """One unit per text / thinking block, tool call and tool result (shared/SCHEMA.md), read
+    """One unit per text / thinking block, tool call and tool result (docs/SCHEMA.md), read
     by `winnow.data.parse`: each keeps `extra["msg"]` / `["block"]`, where it sits in
     `messages` (for an Anthropic message, `block` is the index in its content list, None for a
     string content), and its block itself (`extra["raw"]`). `api` is "anthropic" or "openai"."""

@@ -6,7 +6,25 @@ Names resolve lazily so that `import winnow.serving` stays cheap and never impor
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports on first use
+    from winnow.serving.cache import CacheAwareCompressor, CacheAwareResult, CacheConfig
+    from winnow.serving.classifier import ImportanceClassifier, Prediction, default_model_path
+    from winnow.serving.compressor import (
+        CompressionResult,
+        CompressorConfig,
+        MustKeepOverflow,
+        SemanticCompressor,
+    )
+    from winnow.serving.render import to_anthropic, to_openai
+    from winnow.serving.summarizers import (
+        AnthropicSummarizer,
+        ExtractiveSummarizer,
+        OpenAISummarizer,
+    )
+    from winnow.serving.tokens import TokenCounter, default_token_counter
+
 
 _EXPORTS = {
     "ImportanceClassifier": "winnow.serving.classifier",
@@ -28,7 +46,25 @@ _EXPORTS = {
     "CacheAwareCompressor": "winnow.serving.cache",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
+    "AnthropicSummarizer",
+    "CacheAwareCompressor",
+    "CacheAwareResult",
+    "CacheConfig",
+    "CompressionResult",
+    "CompressorConfig",
+    "ExtractiveSummarizer",
+    "ImportanceClassifier",
+    "MustKeepOverflow",
+    "OpenAISummarizer",
+    "Prediction",
+    "SemanticCompressor",
+    "TokenCounter",
+    "default_model_path",
+    "default_token_counter",
+    "to_anthropic",
+    "to_openai",
+]
 
 
 def __getattr__(name: str) -> Any:

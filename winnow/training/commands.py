@@ -94,7 +94,10 @@ def _run_train(args: argparse.Namespace) -> int:
 
     from winnow.classifier.config import ModelConfig
     from winnow.classifier.tokenizer import SPECIAL_TOKENS
+    from winnow.cli import reject_stdout
 
+    if error := reject_stdout(args.output, "a model is a folder of files"):
+        return _fail("train", error)
     heads = ModelConfig().n_heads
     if args.d_model % heads:
         raise CommandError(f"--d-model must be a multiple of the {heads} attention heads")
@@ -180,8 +183,11 @@ def _add_release(p: argparse.ArgumentParser) -> None:
 
 
 def _run_release(args: argparse.Namespace) -> int:
+    from winnow.cli import reject_stdout
     from winnow.training.release import run
 
+    if error := reject_stdout(args.output, "a model is a folder of files"):
+        return _fail("release", error)
     return run(args)
 
 
@@ -190,7 +196,18 @@ def _run_release(args: argparse.Namespace) -> int:
 
 def _add_classify(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="FILE", help="transcripts in any supported format")
-    p.add_argument("-o", "--output", metavar="OUT.jsonl", help="write one JSON record per unit")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.jsonl",
+        help="write one JSON record per unit (its fields, category, scores); - for standard "
+        "output (default: none, print a summary table)",
+    )
+    p.add_argument(
+        "--show",
+        action="store_true",
+        help="print one line per unit: id, category, confidence, role/kind, start of the text",
+    )
     p.add_argument(
         "--model", metavar="DIR", help="model directory (default: the shipped winnow-small)"
     )
@@ -208,8 +225,10 @@ def _run_classify(args: argparse.Namespace) -> int:
     from collections import Counter
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from winnow.cli import Output
     from winnow.data.readers import ReadReport, read_paths
     from winnow.serving.classifier import ImportanceClassifier, ModelError
 
@@ -230,22 +249,39 @@ def _run_classify(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     preds = clf.predict(units)
     seconds = time.perf_counter() - start
+    # With `-o -` the records own standard output; everything for people goes to stderr.
+    console = err if args.output == "-" else Console()
+    if args.show:
+        for u, p in zip(units, preds):
+            what = f"{u.role}/{u.kind}" + (f"/{u.tool_name}" if u.tool_name else "")
+            head = " ".join(u.text.split())[:100]
+            console.print(
+                f"{escape(u.id)}  [bold]{p.category:<14}[/] {p.confidence:.2f}  "
+                f"[dim]{escape(what)}[/]  {escape(head)}",
+                highlight=False,
+                soft_wrap=True,
+            )
     if args.output:
         from winnow.data.writers import RequestsOnce
 
         requests = RequestsOnce()  # a request's own fields once a session, not on every line
-        with open(args.output, "w", encoding="utf-8", newline="\n") as fh:
-            for u, p in zip(units, preds):
-                rec = requests.thin(u.to_dict())
-                rec["category"] = p.category
-                rec["scores"] = {k: round(v, 5) for k, v in p.scores.items()}
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        err.print(f"[bold green]wrote[/] {args.output}: {len(units):,} units ({seconds:.2f} s)")
+        with Output(args.output) as out:
+            with open(out.path, "w", encoding="utf-8", newline="\n") as fh:
+                for u, p in zip(units, preds):
+                    rec = requests.thin(u.to_dict())
+                    rec["category"] = p.category
+                    rec["scores"] = {k: round(v, 5) for k, v in p.scores.items()}
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            out.commit()
+        where = "standard output" if out.to_stdout else args.output
+        err.print(f"[bold green]wrote[/] {where}: {len(units):,} units ({seconds:.2f} s)")
+        return 0
+    if args.show:
         return 0
     counts = Counter(p.category for p in preds)
-    conf: dict[str, float] = Counter()
+    conf: dict[str, float] = {}
     for p in preds:
-        conf[p.category] += p.confidence
+        conf[p.category] = conf.get(p.category, 0.0) + p.confidence
     t = Table(
         title=f"{len(units):,} units, {len(report.sessions):,} sessions ({clf.info['name']})",
         box=None,
@@ -255,7 +291,8 @@ def _run_classify(args: argparse.Namespace) -> int:
     for c in clf.labels:
         n = counts.get(c, 0)
         t.add_row(c, f"{n:,}", f"{n / len(units):.1%}", f"{conf[c] / n:.2f}" if n else "-")
-    Console().print(t)
+    console.print(t)
+    console.print("[dim]--show: one line per unit; -o FILE: one JSON record per unit[/]")
     return 0
 
 

@@ -31,7 +31,9 @@ DEFAULT_OUTPUT = REPO / "models" / "winnow-small"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--traces", default=str(DEFAULT_TRACES), help="transcripts (default: %(default)s)"
+        "--traces",
+        required=True,
+        help="a folder of transcripts to train on (this project's own: ../shared/traces)",
     )
     p.add_argument(
         "--labels",

@@ -234,7 +234,7 @@ def read_paths(
                 except OSError:
                     unknown = False  # read_file reports it
                 if unknown:
-                    report.skip(f"not a transcript ({f.suffix or f.name})")
+                    report.skip_file(f, f"not a transcript ({f.suffix or f.name})")
                     continue
                 yield from read_file(f, report)
         else:

@@ -127,7 +127,7 @@ def _blocks(lines: list[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
             if kind == "assistant":
                 run.append(text)
             elif kind == "user":
-                yield kind, run
+                yield "user", run
                 kind, run = None, []
         elif k == kind:
             run.append(text)
@@ -202,7 +202,7 @@ def _split_edits(run: list[str]) -> Iterator[str | _Edit]:
                 ),
                 None,
             )
-        if end is None:
+        if mid is None or end is None:
             break  # an unfinished block stays text
         # The path is the last plain line before SEARCH, possibly with a fence between.
         first, p = i, i - 1

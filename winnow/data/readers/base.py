@@ -70,10 +70,16 @@ class ReadReport:
     skipped: Counter = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
     max_problems: int = 1000
+    skipped_files: dict[str, list[str]] = field(default_factory=dict)  # reason -> paths
 
     def skip(self, reason: str, n: int = 1) -> None:
         """Count a record that is not a message (progress, snapshot, hook, ...)."""
         self.skipped[reason] += n
+
+    def skip_file(self, path: str | Path, reason: str) -> None:
+        """Count a whole file left unread (not a transcript), keeping its name for the summary."""
+        self.skipped[reason] += 1
+        self.skipped_files.setdefault(reason, []).append(str(path))
 
     def problem(self, path: str | Path, line: int | None, message: str) -> None:
         """Record bad input as one line `file:line: message`."""

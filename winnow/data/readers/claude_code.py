@@ -115,7 +115,7 @@ class ClaudeCodeReader:
                 yield from emit(done.blocks + done.results + done.queued)
 
         for lineno, obj in iter_json_lines(path, report):
-            action = None
+            action: tuple[str, str | None, list[_Spec]] | None = None
             with record_guard(report, path, lineno):
                 if isinstance(obj, dict) and obj.get("type") == "queue-operation":
                     action = _queue_operation(obj, path, queued, report)
@@ -181,23 +181,19 @@ class ClaudeCodeReader:
             if len(seen) > _SEEN_MAX:
                 del seen[next(iter(seen))]
 
-        session = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else path.stem
+        session = v if isinstance(v := obj.get("sessionId"), str) else path.stem
         if obj.get("isSidechain"):  # a subagent's turns share the parent's sessionId
             agent = obj.get("agentId")
             session = (
                 f"{session}/agent-{agent}" if isinstance(agent, str) else f"{session}/sidechain"
             )
-        ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        ts = v if isinstance(v := obj.get("timestamp"), str) else None
 
         def spec(role: str, unit_kind: str, text: str, **kw: Any) -> _Spec:
             return _Spec(session, role, unit_kind, text, {"timestamp": ts, **kw})
 
         if kind == "system":
-            text = (
-                obj.get("content")
-                if isinstance(obj.get("content"), str)
-                else "Conversation compacted"
-            )
+            text = v if isinstance(v := obj.get("content"), str) else "Conversation compacted"
             return "other", None, [spec("system", "text", text, extra={"compact_boundary": True})]
 
         message = expect(obj, "message", dict)
@@ -274,8 +270,8 @@ def _queue_operation(
         if not isinstance(content, str) or _is_notification(content):
             queued.append(None)
             return None
-        session = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else path.stem
-        ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        session = v if isinstance(v := obj.get("sessionId"), str) else path.stem
+        ts = v if isinstance(v := obj.get("timestamp"), str) else None
         queued.append(
             _Spec(session, "user", "text", content, {"timestamp": ts, "extra": {"queued": True}})
         )

@@ -115,7 +115,7 @@ class CodexReader:
                 continue
             if builder is None:
                 builder = SessionBuilder(path.stem)
-            ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+            ts = v if isinstance(v := obj.get("timestamp"), str) else None
             for role, unit_kind, text, kw in specs:
                 yield builder.unit(role, unit_kind, text, timestamp=ts, **kw)
 
@@ -150,8 +150,8 @@ class CodexReader:
             ]
         if kind.endswith("_call"):
             # function_call, custom_tool_call, local_shell_call, tool_search_call, web_search_call
-            name = p.get("name") if isinstance(p.get("name"), str) else kind.removesuffix("_call")
-            call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else None
+            name = v if isinstance(v := p.get("name"), str) else kind.removesuffix("_call")
+            call_id = v if isinstance(v := p.get("call_id"), str) else None
             if isinstance(p.get("arguments"), str):
                 text = _compact_json(p["arguments"])
             elif isinstance(p.get("input"), str):

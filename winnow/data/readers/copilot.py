@@ -47,7 +47,7 @@ class CopilotReader:
 
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
         builder: SessionBuilder | None = None
-        tool_names: dict[str, str] = {}
+        tool_names: dict[str, str | None] = {}
         for lineno, obj in iter_json_lines(path, report):
             specs: list[tuple[str, str, str, dict[str, Any]]] = []
             with record_guard(report, path, lineno):
@@ -64,19 +64,19 @@ class CopilotReader:
                 continue
             if builder is None:
                 builder = SessionBuilder(path.stem if path.stem != "events" else path.parent.name)
-            ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+            ts = v if isinstance(v := obj.get("timestamp"), str) else None
             for role, unit_kind, text, kw in specs:
                 yield builder.unit(role, unit_kind, text, timestamp=ts, **kw)
 
     def _event(
-        self, kind: str, data: dict, tool_names: dict[str, str], report: ReadReport
+        self, kind: str, data: dict, tool_names: dict[str, str | None], report: ReadReport
     ) -> list[tuple]:
         if kind == "user.message":
             return [("user", "text", expect(data, "content", str, "data"), {})]
         if kind in ("system.message", "system.notification"):
             return [("system", "text", expect(data, "content", str, "data"), {})]
         if kind == "assistant.message":
-            specs = []
+            specs: list[tuple] = []
             if isinstance(data.get("reasoningText"), str) and data["reasoningText"]:
                 specs.append(("assistant", "thinking", data["reasoningText"], {}))
             content = expect(data, "content", (str, type(None)), "data")
@@ -95,7 +95,7 @@ class CopilotReader:
             if call_id in tool_names:  # already read from the message's toolRequests
                 report.skip(f"{NAME}: tool.execution_start")
                 return []
-            name = data.get("toolName") if isinstance(data.get("toolName"), str) else None
+            name = v if isinstance(v := data.get("toolName"), str) else None
             tool_names[call_id] = name
             args = {"tool_name": name, "call_id": call_id}
             return [("assistant", "tool_call", to_text(data.get("arguments")), args)]

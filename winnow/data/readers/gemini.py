@@ -111,7 +111,7 @@ class GeminiReader:
         ):  # info / warning / error notes the CLI shows; the model never sees them
             report.skip(f"{NAME}: {kind}")
             return []
-        specs = []
+        specs: list[tuple] = []
         for t in msg.get("thoughts") or []:
             text = "\n".join(
                 x for x in (t.get("subject"), t.get("description")) if isinstance(x, str)
@@ -121,9 +121,7 @@ class GeminiReader:
             specs.append(("assistant", "text", text, {}))
         for j, call in enumerate(msg.get("toolCalls") or []):
             name = expect(call, "name", str, f"{where}.toolCalls[{j}]")
-            call_id = (
-                call.get("id") if isinstance(call.get("id"), str) else f"{call_prefix}{n_calls + j}"
-            )
+            call_id = v if isinstance(v := call.get("id"), str) else f"{call_prefix}{n_calls + j}"
             result, is_error = _result(call)
             args = {"tool_name": name, "call_id": call_id}
             specs.append(("assistant", "tool_call", to_text(call.get("args")), args))

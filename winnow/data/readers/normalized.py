@@ -1,4 +1,4 @@
-"""winnow's own normalized JSON Lines (shared/SCHEMA.md), as written by `winnow.data.writers`.
+"""winnow's own normalized JSON Lines (docs/SCHEMA.md), as written by `winnow.data.writers`.
 
 Records are read as they are: ids, indexes and extra fields (category, scores, source, ...)
 are kept exactly. A record with a field of the wrong type is reported and skipped, except an

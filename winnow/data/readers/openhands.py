@@ -160,9 +160,9 @@ class _Events:
         self.thoughts: set[tuple[Any, str]] = set()  # (model response, thought) already emitted
 
     def event(self, e: dict) -> Iterator[Unit]:
-        ts = e.get("timestamp") if isinstance(e.get("timestamp"), str) else None
+        ts = v if isinstance(v := e.get("timestamp"), str) else None
         action, obs = e.get("action"), e.get("observation")
-        meta = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), dict) else {}
+        meta = v if isinstance(v := e.get("tool_call_metadata"), dict) else {}
         if isinstance(action, str):
             # Older runs flatten `args` into the event itself.
             args = e["args"] if isinstance(e.get("args"), dict) else e
@@ -176,7 +176,7 @@ class _Events:
         self, e: dict, action: str, args: dict, meta: dict, ts: str | None
     ) -> Iterator[Unit]:
         s = self.s
-        thought = args.get("thought") if isinstance(args.get("thought"), str) else ""
+        thought = v if isinstance(v := args.get("thought"), str) else ""
         if action in _SILENT_ACTIONS:
             self.report.skip(f"openhands {action} action")
         elif action == "message":
@@ -199,8 +199,8 @@ class _Events:
             if thought.strip() and (response, thought) not in self.thoughts:
                 self.thoughts.add((response, thought))
                 yield s.unit("assistant", "text", thought.strip(), timestamp=ts)
-            name = string(meta.get("function_name"), action)
-            call_id = string(meta.get("tool_call_id"), f"{s.session_id}:call:{s.index}")
+            name = string(meta.get("function_name")) or action
+            call_id = string(meta.get("tool_call_id")) or f"{s.session_id}:call:{s.index}"
             self.calls[call_id] = self.calls[e.get("id", call_id)] = (call_id, name)
             self.pending.append((call_id, name))
             yield s.unit(
@@ -248,7 +248,7 @@ class _Events:
 
 def _exit_code(e: dict) -> int | None:
     extras = e["extras"] if isinstance(e.get("extras"), dict) else e
-    meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+    meta = v if isinstance(v := extras.get("metadata"), dict) else {}
     code = meta.get("exit_code", extras.get("exit_code"))
     return code if isinstance(code, int) else None
 
@@ -271,8 +271,8 @@ def _tool_input(args: dict, meta: dict) -> str:
                     if isinstance(arguments, str)
                     else to_text(arguments)
                 )
-            except ValueError:
-                return arguments
+            except ValueError:  # not JSON: the string as sent
+                return str(arguments)
     return to_text(
         {k: v for k, v in args.items() if k not in _NOT_INPUT and v not in (None, "", [], {})}
     )

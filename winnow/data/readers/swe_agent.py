@@ -87,8 +87,9 @@ class SweAgentReader:
                 f"expected a JSON object with `trajectory`/`history`, got {type(data).__name__}, file skipped",
             )
             return
-        history = data.get("history") if isinstance(data.get("history"), list) else []
-        trajectory = data.get("trajectory") if isinstance(data.get("trajectory"), list) else []
+        history, trajectory = data.get("history"), data.get("trajectory")
+        history = history if isinstance(history, list) else []
+        trajectory = trajectory if isinstance(trajectory, list) else []
         if not history and not trajectory:
             report.problem(path, None, "no `trajectory` or `history` list, file skipped")
             return
@@ -143,7 +144,8 @@ class SweAgentReader:
     def _message(self, n: int, m: dict, s: SessionBuilder, pending: list) -> Iterator[Unit]:
         role, content = m["role"], to_text(m.get("content"))
         if role == "assistant":
-            thought = m.get("thought") if isinstance(m.get("thought"), str) else content
+            thought = m.get("thought")
+            thought = thought if isinstance(thought, str) else content
             if thought.strip():
                 yield s.unit("assistant", "text", thought.strip())
             pending.clear()
