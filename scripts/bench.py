@@ -128,6 +128,19 @@ class Bench:
         from winnow.classifier.model import ModelConfig, UnitClassifier
 
         torch.set_num_threads(1)
+        if self.clf.kind == "ngram":
+            from winnow.classifier.bag_model import BagClassifier, BagModelConfig
+
+            bag_net = BagClassifier(BagModelConfig.from_dict(self.clf.manifest.model)).eval()
+
+            def predict_bag(u: Unit) -> Any:
+                ids, w, dense, _ = self.clf.bag.step(None, u)
+                args = (torch.from_numpy(ids), torch.zeros(1, dtype=torch.long))
+                with torch.inference_mode():
+                    logits = bag_net(*args, torch.from_numpy(w), torch.from_numpy(dense[None]))
+                    return torch.softmax(logits, -1)[0].tolist()
+
+            return predict_bag
         c = self.clf.config
         shape = {
             **c.get("model", {}),

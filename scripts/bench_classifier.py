@@ -1,16 +1,16 @@
-"""Speed of the serving classifier: one unit's latency and batch throughput, beside a naive pipeline.
+"""Speed of the serving classifier beside a baseline model: one unit's latency, live
+(incremental) classification and batch throughput, measured interleaved.
 
-    python scripts/bench_classifier.py [--model DIR] [--int8] [--units N]
+    python scripts/bench_classifier.py [--model DIR] [--vs DIR | --vs-rev REV] [--traces DIR]
 
-Single unit: one 1,000-character real unit, text in to category out (features, tokens,
-ONNX Runtime, Prediction), one ORT thread; p50 / p99 over many calls.
-Naive baseline: the same model behind what one writes first: the tokenizer's own truncation
-and padding over the full text, the open regex cues of winnow.data.cues over the full text,
-an ORT session with default options.
-Batch: every unit of ../shared/traces (or the test fixture, repeated) through predict_proba,
-in memory, on the machine's cores: the first pass (the encoder's word cache fills) and the
-steady state of a long-lived classifier.
-Prints figures; asserts nothing.
+Single unit: one 1,000-character real unit, text in to category out, one ORT thread; p50 /
+p99 over many calls, the two models alternating in blocks so that the machine's drift hits
+both alike. Live: a real session fed unit by unit through `SessionClassifier.add`
+(the old way for a live classifier with history was `predict(units[:i + 1])`, whose cost
+grows with the session). Batch: every unit of the traces through `predict_proba`, in memory,
+one and two ORT threads beside the preparing thread, alternating, median of the repeats.
+`--vs-rev REV` takes the baseline from git history (models/winnow-small at REV). Prints
+figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -18,45 +18,51 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from winnow.classifier.features import unit_features  # noqa: E402
-from winnow.data import cues  # noqa: E402
-from winnow.serving.classifier import (  # noqa: E402
-    ImportanceClassifier,
-    default_model_path,
-    graph_inputs,
-)
+from winnow.serving.classifier import ImportanceClassifier, default_model_path  # noqa: E402
+from winnow.serving.session import SessionClassifier  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces"
 FIXTURE = ROOT / "tests" / "fixtures" / "classifier" / "sessions.jsonl"
 
 
-def load_units(limit: int | None) -> list:
+def load_units(traces: Path, limit: int | None) -> list:
     from winnow.data.readers import read_paths
 
-    src = TRACES if TRACES.exists() else FIXTURE
+    src = traces if traces.exists() else FIXTURE
     units = list(read_paths([src]))
     while limit and len(units) < limit:
         units += units
     return units[:limit] if limit else units
 
 
-def one_kilo_unit(units) -> dict:
-    """A real assistant or tool unit cut to exactly 1,000 characters."""
-    u = next(u for u in units if len(u.text) >= 1000 and u.kind == "tool_result")
-    return {**u.to_dict(), "text": u.text[:1000]}
+def model_at(rev: str, tmp: Path) -> Path:
+    """models/winnow-small as committed at `rev`, written under `tmp`."""
+    out = tmp / f"winnow-small@{rev}"
+    out.mkdir()
+    names = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:models/winnow-small"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    for name in names:
+        data = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:models/winnow-small/{name}"],
+            capture_output=True, check=True,
+        ).stdout  # fmt: skip
+        (out / name).write_bytes(data)
+    return out
 
 
 def timed(fn, n: int) -> list[float]:
-    for _ in range(min(200, n)):
-        fn()
     out = []
     for _ in range(n):
         t = time.perf_counter_ns()
@@ -65,90 +71,86 @@ def timed(fn, n: int) -> list[float]:
     return out
 
 
-def naive(model_dir: Path):
-    import numpy as np
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
-
-    clf = ImportanceClassifier.load(model_dir)
-    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    tok.enable_truncation(clf.encoder.max_len)
-    tok.enable_padding(length=clf.encoder.max_len)
-    session = ort.InferenceSession(
-        str(model_dir / "model.onnx"), providers=["CPUExecutionProvider"]
-    )
-
-    def predict(u: dict) -> str:
-        text = u["text"]
-        ids = np.array([tok.encode(text).ids], dtype=np.int32)
-        cues.cue_vector(text)  # what a regex feature pass costs
-        feats = unit_features(u)[None]
-        probs = session.run(None, graph_inputs(ids, feats))[0][0, 0]
-        return clf.labels[int(probs.argmax())]
-
-    return predict
-
-
-def pct(xs: list[float], q: float) -> float:
-    return statistics.quantiles(xs, n=100)[int(q) - 1]
+def pct(xs: list[float], q: int) -> float:
+    return statistics.quantiles(xs, n=100)[q - 1]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=default_model_path())
-    ap.add_argument("--int8", action="store_true", help="also time the int8-quantised model")
-    ap.add_argument("--units", type=int, help="batch size of the throughput run (default: all)")
-    ap.add_argument("--calls", type=int, default=3000, help="single-unit calls (default: 3000)")
+    ap.add_argument("--vs", type=Path, help="baseline model directory")
+    ap.add_argument("--vs-rev", help="baseline: models/winnow-small at this git revision")
+    ap.add_argument("--traces", type=Path, default=TRACES)
+    ap.add_argument("--units", type=int, help="units of the batch run (default: all)")
+    ap.add_argument("--calls", type=int, default=3000, help="single-unit calls per model")
+    ap.add_argument("--repeats", type=int, default=5, help="batch passes per model and setting")
     args = ap.parse_args()
 
-    units = load_units(args.units)
-    unit = one_kilo_unit(units)
-    print(f"model {args.model}; {len(units):,} units for the batch run; cpus {os.cpu_count()}")
-    print(
-        f"load average {os.getloadavg()[0]:.2f} (other work on the machine inflates every figure)"
-    )
-    models = [("fp32", args.model)]
-    tmp = None
-    if args.int8:
-        from winnow.training.export import quantize_int8, write_checksums
+    tmp = tempfile.TemporaryDirectory()
+    models = {"new": args.model}
+    if args.vs_rev:
+        models["old"] = model_at(args.vs_rev, Path(tmp.name))
+    elif args.vs:
+        models["old"] = args.vs
+    units = load_units(args.traces, args.units)
+    kilo = next(u for u in units if len(u.text) >= 1000 and u.kind == "tool_result")
+    kilo = replace(kilo, text=kilo.text[:1000])
+    print(f"{len(units):,} units for the batch run; cpus {os.cpu_count()}; load average "
+          f"{os.getloadavg()[0]:.2f} (other work on the machine inflates every figure)")  # fmt: skip
+    for name, path in models.items():
+        print(f"[{name}] {path}")
 
-        tmp = tempfile.TemporaryDirectory()
-        q = Path(tmp.name) / args.model.name
-        import shutil
+    # One unit, interleaved in blocks of 200 calls.
+    single = {k: ImportanceClassifier.load(p, threads=1) for k, p in models.items()}
+    lat: dict[str, list[float]] = {k: [] for k in models}
+    for clf in single.values():
+        timed(lambda c=clf: c.predict_one(kilo), 200)  # warm-up
+    for _ in range(max(1, args.calls // 200)):
+        for k, clf in single.items():
+            lat[k] += timed(lambda c=clf: c.predict_one(kilo), 200)
+    for k, xs in lat.items():
+        print(f"[{k}] one 1,000-char unit, 1 thread: p50 {statistics.median(xs):.0f} us, "
+              f"p99 {pct(xs, 99):.0f} us -> {single[k].predict_one(kilo).category}")  # fmt: skip
 
-        shutil.copytree(args.model, q)
-        quantize_int8(args.model / "model.onnx", q / "model.onnx")
-        write_checksums(q)
-        models.append(("int8", q))
+    # Live: the longest session of the traces (up to 400 units), unit by unit.
+    sessions: dict[str, list] = {}
+    for u in units:
+        sessions.setdefault(u.session_id, []).append(u)
+    live = max(sessions.values(), key=len)[:400]
+    for k, clf in single.items():
+        sc = SessionClassifier(clf)
+        t = time.perf_counter()
+        sc.extend(live)
+        per = (time.perf_counter() - t) / len(live) * 1e6
+        first, last = live[: len(live) // 10], live[-len(live) // 10 :]
+        sc.reset()
+        t = time.perf_counter()
+        sc.extend(first)
+        head = (time.perf_counter() - t) / len(first) * 1e6
+        sc.reset()
+        sc.extend(live[: -len(last)])
+        t = time.perf_counter()
+        sc.extend(last)
+        tail = (time.perf_counter() - t) / len(last) * 1e6
+        print(f"[{k}] live session of {len(live)} units, unit by unit: {per:.0f} us/unit "
+              f"(first tenth {head:.0f}, last tenth {tail:.0f})")  # fmt: skip
 
-    for name, path in models:
-        clf = ImportanceClassifier.load(path, threads=1)
-        lat = timed(lambda c=clf: c.predict_one(unit), args.calls)
-        print(
-            f"[{name}] one 1,000-char unit, 1 thread: p50 {statistics.median(lat):.0f} us, "
-            f"p99 {pct(lat, 99):.0f} us -> {clf.predict_one(unit).category}"
-        )
-        for threads in (1, 2):
-            clf = ImportanceClassifier.load(path, threads=threads)
-            clf.predict_proba(units[:50])  # warm-up; the encoder's word cache stays cold
-            rates = []
-            for _ in range(4):
+    # Batch, alternating models, per thread setting.
+    for threads in (1, 2):
+        clfs = {k: ImportanceClassifier.load(p, threads=threads) for k, p in models.items()}
+        rates: dict[str, list[float]] = {k: [] for k in models}
+        for clf in clfs.values():
+            clf.predict_proba(units)  # first pass: caches fill
+        for _ in range(args.repeats):
+            for k, clf in clfs.items():
                 t = time.perf_counter()
                 clf.predict_proba(units)
-                rates.append(len(units) / (time.perf_counter() - t))
-            print(
-                f"[{name}] batch, {threads} ORT thread(s) + a preparing thread: first pass "
-                f"(cold word cache) {rates[0]:,.0f} units/s, then {statistics.median(rates[1:]):,.0f} "
-                "units/s (median of 3)"
-            )
-
-    fn = naive(args.model)
-    lat = timed(lambda: fn(unit), max(300, args.calls // 5))
-    print(
-        f"[naive] one 1,000-char unit: p50 {statistics.median(lat):.0f} us, p99 {pct(lat, 99):.0f} us"
-    )
-    if tmp:
-        tmp.cleanup()
+                rates[k].append(len(units) / (time.perf_counter() - t))
+        for k, rs in rates.items():
+            print(f"[{k}] batch, {threads} ORT thread(s) + a preparing thread: "
+                  f"{statistics.median(rs):,.0f} units/s (median of {len(rs)}; "
+                  f"min {min(rs):,.0f}, max {max(rs):,.0f})")  # fmt: skip
+    tmp.cleanup()
     return 0
 
 

@@ -91,6 +91,7 @@ SERVER_USES = {"server_tool_use", "mcp_tool_use"}
 SERVER_RESULTS = {t for t in ANTHROPIC_BLOCKS if t.endswith("_tool_result") and t != "tool_result"}
 ASSISTANT_ONLY = {"tool_use", "thinking", "redacted_thinking"} | SERVER_USES | SERVER_RESULTS
 USER_ONLY = {"tool_result", "container_upload"}
+THINKING = ("thinking", "redacted_thinking")
 MAX_CACHE_BLOCKS = 4
 TTL_ORDER = ("1h", "5m")  # a longer-lived breakpoint may not follow a shorter-lived one
 _ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -180,6 +181,14 @@ def _message(m: Any, i: int) -> list[str]:
         if role == "assistant" and t in USER_ONLY:
             p.append(f"{bw}: {t} blocks belong in user messages")
         p += _block_content(b, bw)
+    types = [b.get("type") if isinstance(b, dict) else None for b in content]
+    if role == "assistant" and types[-1] in THINKING:
+        p.append(f"{where}: The final block in an assistant message cannot be `thinking`.")
+    if role == "assistant" and types[0] not in THINKING and set(types) & set(THINKING):
+        p.append(
+            f"{where}.content.0: If an assistant message contains any thinking blocks, the first "
+            "block must be `thinking` or `redacted_thinking`."
+        )
     return p
 
 

@@ -113,6 +113,20 @@ def _mutated(body: dict, path: list, value: object) -> dict:
         (["messages", 0, "content"], [{"type": "text", "text": "x", "winnow": 1}], "unknown field"),
         (["tools"], KeyError, "must define tools"),
         (
+            ["messages", 1, "content"],
+            [
+                {"type": "text", "text": "Let me run them."},
+                {"type": "thinking", "thinking": "I should run pytest.", "signature": SIG},
+                {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {}},
+            ],
+            "first block must be `thinking` or `redacted_thinking`",
+        ),
+        (  # the API's 400 when compression leaves an assistant turn only its thinking
+            ["messages", 1, "content", 1],
+            {"type": "redacted_thinking", "data": "EmwKAhgB"},
+            "final block in an assistant message cannot be `thinking`",
+        ),
+        (
             ["messages", 0, "content"],
             [{"type": "tool_use", "id": "a", "name": "b", "input": {}}],
             "belong in assistant",

@@ -188,13 +188,34 @@ def test_gemini_bad_message_names_it_and_keeps_the_rest(tmp_path):
     assert len(units) == good - 3  # message 1 (a thought, a text) and message 2 (a user line)
 
 
-def test_gemini_cut_file_is_one_problem(tmp_path):
-    text = (FIXTURES / "gemini_session.jsonl").read_text()
-    bad = tmp_path / "session.json"
-    bad.write_text(text[: len(text) // 2])
-    report = ReadReport()
-    assert list(read_file(bad, report)) == []
-    one_problem(report, bad, text[: len(text) // 2].count("\n") + 1, "invalid JSON", "file skipped")
+B = Path(__file__).parent / "fixtures" / "readers_b"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        FIXTURES / "gemini_session.jsonl",  # Gemini CLI: one JSON document, rewritten each turn
+        B / "swe-agent__test-repo-i1.traj",  # SWE-agent
+        B / "wrong_initial_state.json",  # OpenHands: a JSON list of events
+        B / "openai_request.json",  # a request body saved as JSON
+    ],
+    ids=lambda p: p.name,
+)
+def test_a_cut_json_document_keeps_its_complete_records(tmp_path, source):
+    """A whole-file JSON document cut short (a crash mid-write): one line naming the file and
+    the line of the cut, and the records before the cut are read as the whole file reads them."""
+    text = source.read_text()
+    full = [(u.role, u.kind, u.text) for u in read_file(source)]
+    bad = tmp_path / source.name
+    for share in (0.5, 0.8):
+        cut = text[: int(len(text) * share)]
+        bad.write_text(cut)
+        report = ReadReport()
+        units = [(u.role, u.kind, u.text) for u in read_file(bad, report)]
+        one_problem(report, bad, cut.count("\n") + 1, "truncated JSON", "read up to line")
+        assert units and len(units) <= len(full)
+        rest = iter(full)  # whole records, in order, as the whole file reads them
+        assert all(u in rest for u in units)
 
 
 def test_empty_and_unknown_files(tmp_path):

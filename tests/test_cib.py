@@ -535,3 +535,24 @@ def test_baselines_keep_the_newest_and_mark_what_they_rewrite():
     old = [u for u in masked if u.kind == "tool_result"][:4]
     assert all(u.text == "[output omitted]" and u.extra == {"strategy": "placeholder"} for u in old)
     assert masked[-1] is units[-1]  # the newest ten results untouched, raw block and all
+
+
+def test_probe_file_nested_too_deep_is_one_line(tmp_path):
+    path = tmp_path / "probes.jsonl"
+    good = {"question": "Who?", "answer": "Ana", "supporting": ["Ana did it."], "distractors": []}
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_text(
+        "\n".join([json.dumps({**good, "id": "a"}), deep, json.dumps({**good, "id": "b"})])
+    )
+    problems: list[str] = []
+    assert [p.id for p in load_probes(path, problems)] == ["a", "b"]
+    assert len(problems) == 1 and problems[0].startswith(f"{path}:2: ")
+
+
+def test_probe_file_with_a_byte_order_mark_loses_no_probe(tmp_path):
+    path = tmp_path / "probes.jsonl"  # as Windows editors save UTF-8
+    good = {"question": "Who?", "answer": "Ana", "supporting": ["Ana did it."], "distractors": []}
+    lines = [json.dumps({**good, "id": i}) for i in ("a", "b")]
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())
+    problems: list[str] = []
+    assert [p.id for p in load_probes(path, problems)] == ["a", "b"] and problems == []

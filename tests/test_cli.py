@@ -184,3 +184,34 @@ def test_output_appears_only_on_commit(tmp_path):
         out.path.write_text("done")
         out.commit()
     assert dest.read_text() == "done"
+
+
+@pytest.mark.parametrize("command", ["classify", "extract"])
+def test_an_output_that_is_a_folder_is_one_line_and_writes_nothing(
+    command, demo_session, tmp_path, capsys
+):
+    if command == "extract":
+        pytest.importorskip("pyarrow")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    assert main([command, str(demo_session), "-o", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert f"winnow {command}: " in err and str(folder) in err and "Traceback" not in err
+    assert list(folder.iterdir()) == [] and sorted(tmp_path.iterdir()) == [folder]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["classify"],
+        ["compress", "--limit", "50%", "--to", "openai"],
+        ["compress", "--limit", "50%"],
+    ],
+)
+def test_an_output_under_a_file_is_one_line(argv, demo_session, tmp_path, capsys):
+    plain = tmp_path / "plain"
+    plain.write_text("mine")
+    rc = main([argv[0], str(demo_session), *argv[1:], "-o", str(plain / "out.json")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and str(plain) in err
+    assert err.strip().count("\n") == 0 and plain.read_text() == "mine"

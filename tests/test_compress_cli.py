@@ -158,3 +158,82 @@ def test_help_lists_the_output_formats(capsys) -> None:
     text = capsys.readouterr().out
     assert "{normalized,anthropic,openai}" in text and "--llm-model" in text
     assert "classifier model directory" in text and "JSON Lines" in text
+
+
+@pytest.mark.parametrize("to", ["normalized", "anthropic"])
+def test_a_session_with_nothing_left_is_named_and_the_others_are_written(
+    tmp_path, capsys, to
+) -> None:
+    """As in a real Aider history (34 sessions, the first one only a .gitignore prompt): the
+    session that compresses to nothing is named, the others are written."""
+    noise = {"session_id": "a", "role": "system", "kind": "text", "category": "boilerplate"}
+    lines = [{**noise, "id": "a:0", "index": 0, "text": "Add .aider* to .gitignore? (Y)es/(N)o"}]
+    lines += [
+        json.loads(line) for line in NORMALIZED.read_text().splitlines()
+    ]  # one real session beside it
+    src = tmp_path / "two.jsonl"
+    src.write_text("".join(json.dumps(u) + "\n" for u in lines))
+    out = tmp_path / "out"
+    rc, stdout, _ = run(capsys, src, "--limit", "30%", "--to", to, "-o", out)
+    assert rc == 0
+    assert "session a: nothing is left under the limit" in stdout
+    if to == "normalized":
+        units = [json.loads(line) for line in out.read_text().splitlines()]
+        assert units and {u["session_id"] for u in units} == {lines[-1]["session_id"]}
+    else:
+        assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
+    src.write_text(json.dumps(lines[0]) + "\n")  # nothing at all left: no output, exit 1
+    rc, _, err = run(capsys, src, "--limit", "30%", "--to", to, "-o", tmp_path / "none")
+    assert rc == 1 and "nothing is left under the limit" in err
+    assert not (tmp_path / "none").exists()
+
+
+def test_the_categories_line_says_who_labelled_what(tmp_path, capsys) -> None:
+    rc, stdout, _ = run(capsys, CLAUDE_CODE, "--limit", "50%", "-o", tmp_path / "a.jsonl")
+    n = sum(1 for _ in CLAUDE_CODE.open())  # an upper bound on the units
+    line = next(x for x in stdout.splitlines() if x.startswith("categories:"))
+    assert rc == 0 and "winnow-small" in line and "ImportanceClassifier" not in line
+    assert 0 < int(line.split()[1].replace(",", "")) <= n  # how many units it labelled
+    rc, stdout, _ = run(capsys, NORMALIZED, "--limit", "50%", "-o", tmp_path / "b.jsonl")
+    assert rc == 0 and "categories: the input's own (every unit had one)" in stdout
+
+
+@pytest.mark.parametrize("to", ["openai", "anthropic"])
+def test_cache_minimum_follows_the_api_the_request_goes_to(tmp_path, capsys, caplog, to) -> None:
+    """An OpenAI body (model gpt-4.1-mini): OpenAI caches from 1,024 tokens whatever the model,
+    and --to anthropic writes a Claude request (claude-sonnet-4-6), whose minimum is known:
+    no 'unknown model' warning about a model the output does not name."""
+    from winnow.serving import render
+
+    caplog.set_level("WARNING")
+    body = FIXTURES / "roundtrip" / "openai" / "tools.json"
+    out = tmp_path / "body.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(render, "_warned", set())
+        rc, _, err = run(capsys, body, "--limit", "100%", "--to", to, "--cache", "-o", out)
+    assert rc == 0, err
+    assert "unknown model" not in caplog.text + err
+
+
+def test_normalized_output_named_as_a_folder_is_one_line(tmp_path, capsys) -> None:
+    """`-o out/` reads as a folder; the normalized output is one file, so say so rather than
+    write a file called `out`."""
+    rc, _, err = run(capsys, NORMALIZED, "--limit", "50%", "-o", f"{tmp_path / 'out'}/")
+    assert rc == 1 and "one file" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_without_a_message_writes_no_empty_request(tmp_path, capsys) -> None:
+    """A real Aider history opens sessions that hold only aider's start-up notes (a system
+    unit): an Anthropic request of them would have `messages: []`, which the API rejects."""
+    note = {"id": "a:0", "session_id": "a", "index": 0, "role": "system", "kind": "text"}
+    note |= {"text": "Warning: vertex_ai/claude-sonnet-4 expects VERTEXAI_PROJECT", "category": "constraint"}  # fmt: skip
+    lines = [note, *(json.loads(line) for line in NORMALIZED.read_text().splitlines())]
+    src = tmp_path / "two.jsonl"
+    src.write_text("".join(json.dumps(u) + "\n" for u in lines))
+    out = tmp_path / "out"
+    rc, stdout, _ = run(capsys, src, "--limit", "100%", "--to", "anthropic", "-o", out)
+    assert rc == 0 and "session a: no user or assistant message" in stdout
+    assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
+    for p in out.iterdir():
+        assert_valid_anthropic(json.loads(p.read_text()))

@@ -484,3 +484,22 @@ def test_the_winnow_proxy_command_serves(tmp_path):
     assert "budget 4,000 tokens" in err and "sk-test" not in err
     assert not up.problems()
     assert {"compact", "reuse"} <= {r["action"] for r in read_audit(tmp_path)}
+
+
+def test_report_reads_an_audit_with_a_bom_a_deep_line_and_a_cut_end(tmp_path, capsys):
+    """As files edited on Windows, or left by a proxy killed mid-write, hold them."""
+    from winnow.cli import main
+
+    rec = {"type": "request", "conversation": "c1", "action": "compact"}
+    lines = [json.dumps({**rec, "tokens_in": 1000, "tokens_out": 400}) for _ in range(2)]
+    path = tmp_path / "proxy.audit.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_bytes(
+        b"\xef\xbb\xbf" + "\n".join([lines[0], deep, lines[1], lines[1][:30]]).encode()
+    )
+    problems: list[str] = []
+    rows = report(read_audit(tmp_path, problems))
+    assert [(r.requests, r.tokens_in, r.tokens_out) for r in rows] == [(2, 2000, 800)]
+    assert [p.split(": ")[0] for p in problems] == [f"{path}:2", f"{path}:4"]
+    assert main(["proxy", "report", str(tmp_path)]) == 0
+    assert "60%" in capsys.readouterr().out

@@ -227,3 +227,31 @@ def test_state_is_bounded_and_expires(compressor):
     now[0] += 61
     rw.plan("anthropic", {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     assert rw.prefixes() == 0 and not rw._probes
+
+
+def test_a_last_turn_over_the_budget_keeps_the_task_and_a_valid_request(compressor):
+    """A tool result larger than the whole budget: the history is still compressed to a small
+    floor (not to nothing), so the task survives and the request starts with a user turn."""
+    task = "Fix the flaky test in tests/test_api.py; keep the schema."
+    rw = Rewriter(RewriterConfig(budget=4_000), compressor=compressor)
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    for i, lines in enumerate((60, 60, 60, 400)):  # the last result alone is ~6,000 tokens
+        use = {"type": "tool_use", "id": f"toolu_{i:04d}", "name": "Bash"}
+        use["input"] = {"command": f"pytest -k case{i}"}
+        log = "".join(f"tests/test_api.py::test_{i}_{k} PASSED [{k}%]\n" for k in range(lines))
+        msgs = [
+            *msgs,
+            {"role": "assistant", "content": [{"type": "text", "text": f"Run {i}."}, use]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": use["id"], "content": log}],
+            },  # fmt: skip
+        ]
+    plan = rw.plan_request("anthropic", body_bytes(msgs))
+    assert plan.action == "compact" and "last turn alone is larger" in plan.reason
+    sent = json.loads(plan.data)
+    assert not validate_anthropic(sent)
+    assert task in json.dumps(sent)
+    # with no floor the history may go whole, and the request still opens with a user turn
+    bare = Rewriter(RewriterConfig(budget=4_000, history_floor=0.0), compressor=compressor)
+    assert not validate_anthropic(json.loads(bare.plan_request("anthropic", body_bytes(msgs)).data))

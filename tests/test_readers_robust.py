@@ -233,3 +233,51 @@ def test_json_lines_of_anthropic_messages_are_read_as_anthropic(tmp_path) -> Non
     units, report = read(path)
     assert report.problems == []
     assert [u.kind for u in units] == [u.kind for u in parse(body) if u.role != "system"]
+
+
+def _lock_folder(monkeypatch, locked: Path) -> None:
+    """Make `locked` answer as a folder without read permission does (root reads anything)."""
+    import os
+
+    real = os.scandir
+
+    def scandir(path=".") -> object:
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+@pytest.mark.parametrize("command", ["extract", "score"])
+def test_an_unreadable_folder_is_one_line_and_the_others_are_read(
+    tmp_path, monkeypatch, capsys, command
+) -> None:
+    pytest.importorskip("pyarrow")
+    for sub, name in (("open", "claude_code.jsonl"), ("locked", "codex.jsonl")):
+        (tmp_path / "in" / sub).mkdir(parents=True)
+        (tmp_path / "in" / sub / name).write_bytes((A / name).read_bytes())
+    locked = tmp_path / "in" / "locked"
+    _lock_folder(monkeypatch, locked)
+    denied = tmp_path / "in" / "open" / "copilot.jsonl"  # and a file that cannot be read
+    denied.write_bytes((A / "copilot.jsonl").read_bytes())
+    real = base.open_bytes
+
+    def open_bytes(path):
+        if Path(path) == denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(base, "open_bytes", open_bytes)
+    report = ReadReport()
+    units = list(read_paths([tmp_path / "in"], report))
+    assert {u.extra["format"] for u in units} == {"claude_code"}
+    assert report.problems == [
+        f"{locked}: cannot read this folder (Permission denied), skipped",
+        f"{denied}: cannot read (Permission denied), skipped",
+    ]
+    assert main([command, str(tmp_path / "in"), "-o", str(tmp_path / "out.parquet")]) == 0
+    out = capsys.readouterr()
+    assert f"{locked}: cannot read this folder" in out.out + out.err
+    if command == "extract":  # score reads files in worker processes, which read this one
+        assert f"{denied}: cannot read" in out.out + out.err

@@ -131,3 +131,21 @@ def test_specstory_traces_read_without_problems():
     assert not orphan_call_ids(units)
     calls = sum(u.kind == "tool_call" for u in units)
     assert calls > 2000  # SOURCES.md counts about 2,400 tool markers
+
+
+@pytest.mark.parametrize("to", ["anthropic", "openai"])
+def test_a_chat_with_a_long_file_name_gives_unique_tool_call_ids(tmp_path, capsys, to):
+    """SpecStory names a chat file after its title, and its calls after the file: ids over the
+    APIs' 64 characters, alike in their first 64, must not collapse into one (the API rejects
+    a request whose tool_use ids repeat)."""
+    from api_validate import validate_anthropic, validate_openai
+
+    from winnow.cli import main
+
+    long = tmp_path / "2025-04-27_19-26-enhancing-minsky-cli-task-id-for-session-start.md"
+    long.write_bytes(CHAT.read_bytes())
+    out = tmp_path / "body.json"
+    assert main(["compress", str(long), "--limit", "100%", "--to", to, "-o", str(out)]) == 0
+    assert "duplicate tool call id" not in capsys.readouterr().err
+    body = json.loads(out.read_text())
+    assert not (validate_anthropic(body) if to == "anthropic" else validate_openai(body))

@@ -343,3 +343,75 @@ def test_the_latest_units_request_wins() -> None:
         "role": "assistant",
         "content": "Done.",
     }
+
+
+@pytest.mark.parametrize(
+    "name, to",
+    [("openai/tools.json", "anthropic"), ("anthropic/thinking_tool_loop.json", "openai")],
+)
+def test_a_request_written_for_the_other_api_keeps_its_tool_definitions(
+    tmp_path, capsys, name, to
+) -> None:
+    """The agent's own tools (description, JSON schema) carry over; stubs with an empty
+    schema would leave the model guessing every argument."""
+    body = load(CORPUS_DIR / name)
+    out = tmp_path / "body.json"
+    assert main(["compress", str(CORPUS_DIR / name), "--limit", "100%", "--to", to, "-o", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    sent = json.loads(out.read_text())
+    if to == "anthropic":
+        want = [
+            {
+                "name": t["function"]["name"],
+                **(
+                    {"description": t["function"]["description"]}
+                    if "description" in t["function"]
+                    else {}
+                ),  # fmt: skip
+                "input_schema": t["function"]["parameters"],
+            }
+            for t in body["tools"]
+        ]
+        assert sent["tools"] == want and not validate_anthropic(sent)
+    else:
+        want = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["input_schema"],
+                },
+            }
+            for t in body["tools"]
+        ]
+        assert sent["tools"] == want and not validate_openai(sent)
+
+
+def test_an_assistant_turn_left_only_its_thinking_is_not_sent() -> None:
+    """When compression drops an assistant turn's text and tool calls (and their results) but
+    keeps its thinking, the API would answer 400 ('The final block in an assistant message
+    cannot be `thinking`'): the orphan thinking goes whole, as the API allows for older turns."""
+    body = load(CORPUS_DIR / "anthropic" / "thinking_tool_loop.json")
+    units = list(parse(body))
+    kept = [u for u in units if u.role != "tool" and (u.role == "user" or u.kind == "thinking")]
+    sent = to_anthropic(kept)
+    assert not validate_anthropic(sent), validate_anthropic(sent)
+    assert not any(m["role"] == "assistant" for m in sent["messages"])  # nothing but thinking
+
+
+def test_a_repeated_call_id_of_64_characters_is_renamed_apart() -> None:
+    """Two calls with one id (a client's bug) are renamed `<id>_2`; at the APIs' 64-character
+    limit the suffix must not be cut off again."""
+    cid = "toolu_" + "x" * 58  # 64 characters
+    turn = [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": cid, "name": "run", "input": {}}],
+        },  # fmt: skip
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, "content": "ok"}]},
+    ]
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 100, "tools": [{"name": "run", "input_schema": {"type": "object"}}]}  # fmt: skip
+    body["messages"] = [{"role": "user", "content": "Run it twice."}, *turn, *turn]
+    sent = to_anthropic(list(parse(body)))
+    assert not validate_anthropic(sent), validate_anthropic(sent)

@@ -32,12 +32,23 @@ def test_every_unit_is_scored_in_reader_order(scored):
 
 
 def test_scores_are_distributions_whose_argmax_is_the_category(scored):
+    """The category is the classifier's decision: the argmax, or the likeliest must-keep
+    category once the must-keep probabilities reach the model's threshold."""
+    from winnow.data.schema import MUST_KEEP
+    from winnow.serving.classifier import ImportanceClassifier
+
+    cal = ImportanceClassifier.load().manifest.calibration
     _, units, _ = scored
     rows = units.select(["category", *SCORE_COLUMNS]).to_pylist()
     for row in rows:
         scores = [row[c] for c in SCORE_COLUMNS]
         assert sum(scores) == pytest.approx(1.0, abs=1e-3)
-        assert row[f"score_{row['category']}"] == max(scores)
+        keep = [row[f"score_{c}"] for c in CATEGORIES if c in MUST_KEEP]
+        flipped = cal.must_keep_threshold is not None and sum(keep) >= cal.must_keep_threshold
+        if flipped and row["category"] in MUST_KEEP:
+            assert row[f"score_{row['category']}"] == max(keep)
+        else:
+            assert row[f"score_{row['category']}"] == max(scores)
 
 
 def test_session_totals_add_up(scored):

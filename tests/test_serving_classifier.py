@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from winnow.data.schema import CATEGORIES, Unit
+from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.classifier import (
     ImportanceClassifier,
     ModelError,
@@ -36,14 +36,7 @@ def rows(classifier_rows) -> list[dict]:
 def test_default_model_is_shipped():
     path = default_model_path()
     assert path == ROOT / "models" / "winnow-small" or path.name == "winnow-small"
-    for name in (
-        "model.onnx",
-        "tokenizer.json",
-        "config.json",
-        "metrics.json",
-        "MODEL_CARD.md",
-        "SHA256SUMS",
-    ):
+    for name in ("model.onnx", "config.json", "metrics.json", "MODEL_CARD.md", "SHA256SUMS"):
         assert (path / name).is_file(), name
 
 
@@ -51,7 +44,8 @@ def test_info(clf):
     info = clf.info
     assert info["name"] == "winnow-small"
     assert info["labels"] == list(CATEGORIES)
-    assert set(info["sha256"]) >= {"model.onnx", "tokenizer.json", "config.json"}
+    assert set(info["sha256"]) >= {"model.onnx", "config.json"}
+    assert info["kind"] == "ngram" and info["calibration"]["temperature"] > 0
     assert all(len(h) == 64 for h in info["sha256"].values())
 
 
@@ -62,7 +56,15 @@ def test_predict_dicts_and_units(clf, rows):
         assert isinstance(p, Prediction) and p.category in CATEGORIES
         assert list(p.scores) == list(CATEGORIES)
         assert sum(p.scores.values()) == pytest.approx(1.0, abs=1e-4)
-        assert p.category == max(p.scores, key=p.scores.get)
+        # the argmax, or the likeliest must-keep category once they reach the threshold
+        cal = clf.manifest.calibration
+        keep = {c: v for c, v in p.scores.items() if c in MUST_KEEP}
+        other = max(v for c, v in p.scores.items() if c not in MUST_KEEP)
+        score = sum(keep.values()) / (other if cal.must_keep_rule == "ratio" else 1.0)
+        if cal.must_keep_threshold is not None and score >= cal.must_keep_threshold:
+            assert p.category in (max(p.scores, key=p.scores.get), max(keep, key=keep.get))
+        else:
+            assert p.category == max(p.scores, key=p.scores.get)
     units = [Unit.from_dict(r) for r in rows]
     assert [p.category for p in clf.predict(units)] == [p.category for p in preds]
 
@@ -125,9 +127,9 @@ def test_thread_safe(rows):
 def test_checksum_mismatch_is_one_clear_error(tmp_path):
     model = tmp_path / "m"
     shutil.copytree(default_model_path(), model)
-    with open(model / "tokenizer.json", "a") as f:
-        f.write(" ")
-    with pytest.raises(ModelError, match=r"tokenizer.json: sha256 .* does not match SHA256SUMS"):
+    with open(model / "model.onnx", "ab") as f:
+        f.write(b" ")
+    with pytest.raises(ModelError, match=r"model.onnx: sha256 .* does not match SHA256SUMS"):
         ImportanceClassifier.load(model)
     (model / "SHA256SUMS").unlink()
     with pytest.raises(ModelError, match="no SHA256SUMS"):
@@ -158,7 +160,7 @@ def test_older_model_format_is_refused(tmp_path):
     config["format_version"] = 1
     (model / "config.json").write_text(json.dumps(config))
     write_checksums(model)
-    with pytest.raises(ModelError, match="model format v1, but this winnow reads v2; rebuild"):
+    with pytest.raises(ModelError, match="model format v1, but this winnow reads v2, v3; rebuild"):
         ImportanceClassifier.load(model)
 
 

@@ -16,7 +16,8 @@ from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer
 from winnow.data.schema import Unit
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "models" / "winnow-small" / "tokenizer.json"
+# The BPE tokenizer of winnow-small 0.1 (the transformer), trained on ../shared/traces.
+SHIPPED = ROOT / "tests" / "fixtures" / "classifier" / "transformer_tokenizer.json"
 FIXTURES = ROOT / "tests" / "fixtures"
 TRACES = ROOT.parent / "shared" / "traces"
 

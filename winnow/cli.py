@@ -11,6 +11,7 @@ optional dependency is one line naming the extra that installs it.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import math
 import os
@@ -67,6 +68,8 @@ class Output:
         self.destination = str(destination)
         self.to_stdout = self.destination == STDOUT
         dest = Path(self.destination).expanduser()
+        if not self.to_stdout and dest.is_dir():  # a rename would put the file inside it
+            raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name", str(dest))
         self._dir: str | None = None
         if self.to_stdout or not dest.parent.is_dir():  # a folder to create only on success
             self._dir = tempfile.mkdtemp(prefix="winnow-out-")
@@ -147,6 +150,14 @@ def non_negative_float(text: str) -> float:
     return _number(text, float, 0.0, True, "a number >= 0")
 
 
+def share(text: str) -> float:
+    """argparse type: a number in (0, 1]."""
+    value = _number(text, float, 0.0, False, "a number in (0, 1]")
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
+    return value
+
+
 def port(text: str) -> int:
     """argparse type: a TCP port, 0 (any free one) to 65535."""
     value = _number(text, int, 0, True, "a port 0..65535")
@@ -225,9 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except OSError as e:
+    except OSError as e:  # a path that cannot be read or written: one line, no traceback
+        # mkdir of an output's folder where a file of that name is
+        why = "is a file, not a folder" if isinstance(e, FileExistsError) else e.strerror or e
         where = f": {e.filename}" if e.filename else ""
-        print(f"winnow {args.command}: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"winnow {args.command}: {why}{where}", file=sys.stderr)
         return 1
 
 

@@ -77,7 +77,11 @@ def _score(args: argparse.Namespace) -> int:
     )
     task = progress.add_task("score", total=None, units=0)
 
+    problems_of_files = 0  # printed as each file is scored
+
     def on_file(fs) -> None:
+        nonlocal problems_of_files
+        problems_of_files += len(fs.problems)
         progress.update(
             task, advance=1, units=progress.tasks[task].fields["units"] + fs.table.num_rows
         )
@@ -104,6 +108,8 @@ def _score(args: argparse.Namespace) -> int:
         raise CommandError("--engine ray needs Ray: pip install 'winnow[ray]'") from None
     finally:
         progress.stop()
+    for line in summary.problems[: len(summary.problems) - problems_of_files]:  # the listing's
+        err.print(line, markup=False, highlight=False, style="yellow", soft_wrap=True)
 
     def share(tokens: int) -> str:
         return f"{tokens / summary.tokens:.1%}" if summary.tokens else "-"

@@ -110,8 +110,12 @@ def list_transcripts(paths: Iterable[str | Path], report: ReadReport) -> list[Pa
         if not p.is_dir():
             out.append(p)
             continue
-        for f in iter_files([p]):
-            if f.stat().st_size and detect_format(f) is None:
+        for f in iter_files([p], report.unreadable_folder):
+            try:
+                unknown = f.stat().st_size and detect_format(f) is None
+            except OSError:
+                unknown = False  # score_file reports it
+            if unknown:
                 report.skip_file(f, f"not a transcript ({f.suffix or f.name})")
             else:
                 out.append(f)
@@ -276,6 +280,7 @@ class BatchScorer:
         report = ReadReport()
         files = list_transcripts(paths, report)
         summary = ScoreSummary(skipped=report.skipped, skipped_files=report.skipped_files)
+        summary.problems.extend(report.problems)  # folders that could not be listed
         scores = self.iter_scores(files)  # a bad engine or model fails here, before any output
         if on_start:
             on_start(len(files))

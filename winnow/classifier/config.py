@@ -35,4 +35,23 @@ class ModelConfig:
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
-__all__ = ["ModelConfig"]
+@dataclass
+class BagModelConfig:
+    """Shape of the n-gram classifier: an embedding bag of hashed n-grams (`BagSpec`) and a
+    linear map of the dense features, summed into one hidden layer, then the labels."""
+
+    buckets: int = 1 << 14
+    n_dense: int = 3 * N_FEATURES
+    hidden: int = 128
+    n_labels: int = len(CATEGORIES)
+    dropout: float = 0.2
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BagModelConfig:
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
+__all__ = ["BagModelConfig", "ModelConfig"]

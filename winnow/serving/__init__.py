@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports on first use
     from winnow.serving.cache import CacheAwareCompressor, CacheAwareResult, CacheConfig
-    from winnow.serving.classifier import ImportanceClassifier, Prediction, default_model_path
+    from winnow.serving.classifier import (
+        ImportanceClassifier,
+        ModelError,
+        Prediction,
+        default_model_path,
+    )
     from winnow.serving.compressor import (
         CompressionResult,
         CompressorConfig,
@@ -18,6 +23,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports o
         SemanticCompressor,
     )
     from winnow.serving.render import to_anthropic, to_openai
+    from winnow.serving.session import SessionClassifier
     from winnow.serving.summarizers import (
         AnthropicSummarizer,
         ExtractiveSummarizer,
@@ -30,6 +36,8 @@ _EXPORTS = {
     "ImportanceClassifier": "winnow.serving.classifier",
     "Prediction": "winnow.serving.classifier",
     "default_model_path": "winnow.serving.classifier",
+    "ModelError": "winnow.serving.classifier",
+    "SessionClassifier": "winnow.serving.session",
     "SemanticCompressor": "winnow.serving.compressor",
     "CompressionResult": "winnow.serving.compressor",
     "CompressorConfig": "winnow.serving.compressor",
@@ -55,10 +63,12 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "CompressorConfig",
     "ExtractiveSummarizer",
     "ImportanceClassifier",
+    "ModelError",
     "MustKeepOverflow",
     "OpenAISummarizer",
     "Prediction",
     "SemanticCompressor",
+    "SessionClassifier",
     "TokenCounter",
     "default_model_path",
     "default_token_counter",

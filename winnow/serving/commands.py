@@ -25,7 +25,8 @@ def _add_compress(p: argparse.ArgumentParser) -> None:
         help="normalized: winnow's JSON Lines of units, every session in one file (ids kept, "
         "source_ids/strategy on new units); anthropic / openai: one complete request body per "
         "session (a request read from a file comes back with every field and block winnow did "
-        "not change as it was; a transcript gets --llm-model and stub tool definitions) "
+        "not change as it was; one for the other API keeps its tool definitions, translated; a "
+        "transcript gets --llm-model and stub tool definitions) "
         "(default: %(default)s)",
     )
     p.add_argument(
@@ -104,6 +105,7 @@ def _run_compress(args: argparse.Namespace) -> int:
     from winnow.data.readers import ReadReport, read_paths
     from winnow.serving.cache import CacheAwareCompressor, CacheConfig
     from winnow.serving.compressor import CompressorConfig, MustKeepOverflow, SemanticCompressor
+    from winnow.serving.render import OPENAI_MIN_CACHEABLE
     from winnow.serving.tokens import unit_tokens
 
     if args.to not in FORMATS:
@@ -123,6 +125,8 @@ def _run_compress(args: argparse.Namespace) -> int:
         problem = report.problems[0] if report.problems else f"{path}: no messages found"
         return _fail(problem)
     out_path = None if args.output in (None, "-") else Path(args.output).expanduser()
+    if args.to == "normalized" and out_path is not None and args.output.endswith(("/", "\\")):
+        return _fail(f"{args.output}: --to normalized writes one file (JSON Lines), not a folder")
     if (
         args.to != "normalized"
         and out_path is not None
@@ -153,6 +157,7 @@ def _run_compress(args: argparse.Namespace) -> int:
         config=CompressorConfig(on_must_keep_overflow=args.on_overflow),
     )
     results = []
+    emptied: list[str] = []  # sessions with nothing left under the limit: no output of their own
     for sid, units in sessions.items():
         limit = count
         if limit is None:
@@ -160,15 +165,19 @@ def _run_compress(args: argparse.Namespace) -> int:
             before = sum(unit_tokens(u, compressor.counter) for u in units)
             limit = max(1, int(before * share))
         llm = (
-            _request_model(units)
+            _request_model(units, args.to)
             or args.llm_model
             or DEFAULT_LLM.get(args.to, DEFAULT_LLM["anthropic"])
         )
+        # OpenAI's minimum is one for every model; Claude's is the model's (render's table)
+        minimum = OPENAI_MIN_CACHEABLE if args.to == "openai" else None
         engine = (
-            CacheAwareCompressor(compressor, CacheConfig(model=llm)) if args.cache else compressor
+            CacheAwareCompressor(compressor, CacheConfig(model=llm, min_cacheable_tokens=minimum))
+            if args.cache
+            else compressor
         )
         try:
-            results.append((sid, limit, engine.compress(units, limit)))
+            result = engine.compress(units, limit)
         except MustKeepOverflow as e:
             return _fail(
                 f"session {sid}: the must-keep units alone need {e.needed:,} tokens, over the "
@@ -176,26 +185,52 @@ def _run_compress(args: argparse.Namespace) -> int:
             )
         except RuntimeError as e:  # no classifier could be loaded
             return _fail(str(e))
-        if not results[-1][2].units:
-            return _fail(
+        if not result.units:
+            emptied.append(
                 f"session {sid}: nothing is left under the limit of {limit:,} tokens, and an "
                 "empty request is no request (raise --limit)"
             )
+            continue
+        body = _body(args, result) if args.to != "normalized" else None
+        if body is not None and not any(
+            isinstance(m, dict) and m.get("role") in ("user", "assistant")
+            for m in body.get("messages") or ()
+        ):  # e.g. an Aider session of start-up notes: the API rejects a request without one
+            emptied.append(f"session {sid}: no user or assistant message, so no request")
+            continue
+        results.append((sid, limit, result, body))
+    if not results:  # one line per session, and nothing written
+        for line in emptied:
+            _fail(line)
+        return 1
 
-    written = _write(args, results, out_path)
+    written = _write(args, results, out_path, several=len(sessions) > 1)
     console = Console(stderr=out_path is None)
     limit_text = f"{share:.0%} of each session's tokens" if share else f"{count:,} tokens"
     _print_table(console, f"{len(results)} session(s), limit {limit_text}", results, compressor)
+    console.print(
+        _categories_line(sessions, compressor), markup=False, highlight=False, soft_wrap=True
+    )
     if written:
         console.print(f"[bold green]wrote[/] {written}")
+    for line in emptied:
+        console.print(f"{line}: left out", markup=False, highlight=False, soft_wrap=True)
     for line in report.problems:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
-def _request_model(units: list) -> str | None:
+# The reader of each request format: a body keeps its own fields (model too) only in its format.
+NATIVE = {"anthropic": "anthropic_messages", "openai": "openai_chat"}
+
+
+def _request_model(units: list, to: str) -> str | None:
+    """The model of the request the units were read from, when the output keeps it (the same
+    API, or normalized units); a request written for the other API gets --llm-model."""
     for u in units:
         request = u.extra.get("request")
+        if to in NATIVE and u.extra.get("format") != NATIVE[to]:
+            continue
         if isinstance(request, dict) and isinstance(request.get("model"), str):
             return request["model"]
     return None
@@ -205,11 +240,13 @@ def _body(args: argparse.Namespace, result) -> dict:
     """One session's compressed units as a complete request of the format asked for."""
     model = args.llm_model or DEFAULT_LLM[args.to]
     render = result.to_anthropic if args.to == "anthropic" else result.to_openai
-    return render(tools=True, model=model)  # a transcript's body gets stub tool definitions
+    return render(tools=True, model=model)  # tool definitions when the body would have none
 
 
-def _write(args: argparse.Namespace, results: list, out_path) -> str | None:
-    """Write the output; returns what was written, for the closing line (None: stdout)."""
+def _write(args: argparse.Namespace, results: list, out_path, several: bool) -> str | None:
+    """Write the output; returns what was written, for the closing line (None: stdout).
+    `several`: the input held several sessions, so requests go to a folder however many are
+    left."""
     import json
     import re
     import sys
@@ -217,15 +254,15 @@ def _write(args: argparse.Namespace, results: list, out_path) -> str | None:
     from winnow.data.writers import write_jsonl
 
     if args.to == "normalized":
-        units = [u for _sid, _limit, r in results for u in r.units]
+        units = [u for _sid, _limit, r, _body in results for u in r.units]
         write_jsonl(units, out_path if out_path is not None else sys.stdout)
         return str(out_path) if out_path is not None else None
-    bodies = [(sid, _body(args, r)) for sid, _limit, r in results]
+    bodies = [(sid, body) for sid, _limit, _r, body in results]
     if out_path is None:  # JSON Lines: one request a line, whatever the number of sessions
         for _sid, body in bodies:
             sys.stdout.write(json.dumps(body, ensure_ascii=False) + "\n")
         return None
-    if len(bodies) == 1 and not out_path.is_dir() and not args.output.endswith(("/", "\\")):
+    if not several and not out_path.is_dir() and not args.output.endswith(("/", "\\")):
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(
             json.dumps(bodies[0][1], ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
@@ -273,7 +310,7 @@ def _print_table(console, title: str, results, compressor) -> None:
     before: Counter = Counter()
     after: Counter = Counter()
     actions: Counter = Counter()
-    for _sid, _limit, r in results:
+    for _sid, _limit, r, _body in results:
         parts = [r.prefix, r.suffix] if hasattr(r, "prefix") else [r]
         for part in parts:
             before.update(part.tokens_before_by_category)
@@ -289,9 +326,19 @@ def _print_table(console, title: str, results, compressor) -> None:
     table.add_row("[bold]total", f"[bold]{tb:,}", f"[bold]{ta:,}", f"[bold]{_share(ta, tb)}")
     console.print(table)
     console.print("units: " + ", ".join(f"{a} {n:,}" for a, n in actions.most_common()))
+
+
+def _categories_line(sessions: dict, compressor) -> str:
+    """Where the categories came from: the input's own, or the classifier, for how many units."""
+    total = sum(len(units) for units in sessions.values())
+    missing = sum(1 for units in sessions.values() for u in units if not u.extra.get("category"))
+    if not missing:
+        return "categories: the input's own (every unit had one)"
     classifier = compressor._classifier
-    if classifier is not None:
-        console.print(f"categories: {type(classifier).__name__} (units without a category)")
+    info = getattr(classifier, "info", None)
+    name = info.get("name") if isinstance(info, dict) else None
+    who = f"the classifier {name}" if name else "the heuristic labeller (no classifier model)"
+    return f"categories: {missing:,} of {total:,} units labelled by {who} (the input gave them no category)"
 
 
 def _share(a: int, b: int) -> str:

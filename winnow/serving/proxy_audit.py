@@ -189,15 +189,17 @@ def read_audit(path: str | Path, problems: list[str] | None = None) -> Iterable[
     path = Path(path)
     files = sorted(path.glob("*.audit.jsonl")) if path.is_dir() else [path]
     for f in files:
-        with f.open(encoding="utf-8", errors="replace", newline="\n") as fh:
+        # utf-8-sig: a byte order mark (an editor's) is not part of the first record
+        with f.open(encoding="utf-8-sig", errors="replace", newline="\n") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError as e:
+                except (json.JSONDecodeError, RecursionError) as e:
                     if problems is not None:
-                        problems.append(f"{f}:{n}: not JSON ({e.msg})")
+                        why = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+                        problems.append(f"{f}:{n}: not JSON ({why})")
                     continue
                 if isinstance(rec, dict) and rec.get("type") == "request":
                     yield rec

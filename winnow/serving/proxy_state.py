@@ -211,6 +211,10 @@ class RewriterConfig:
     tail_share: float = 0.3
     compact_to: float = 0.6
     min_room: float = 0.15  # append to the prefix only while this share of the room is free
+    # The history never gets less than this share of the budget, even when the raw tail alone
+    # is over it: compressed to nothing, it would lose the task and leave a request that starts
+    # with the assistant (which the Messages API rejects), for a request over budget anyway.
+    history_floor: float = 0.1
     max_prefixes: int = 256  # memoized prefixes, least recently used dropped first
     per_conversation: int = 2  # the newest prefixes of one conversation kept
     state_ttl_s: float = 3600.0  # a prefix unused this long is forgotten
@@ -456,9 +460,8 @@ class Rewriter:
                 )
                 action = "append"
             elif entry is not None or block:
-                new = compress_messages(
-                    api, held + block, int(max(0, room) * cfg.compact_to), self.compressor
-                )
+                limit = max(int(max(0, room) * cfg.compact_to), int(cfg.history_floor * budget))
+                new = compress_messages(api, held + block, limit, self.compressor)
                 if entry is not None:
                     new.tokens_before = entry.tokens_before + sum(toks[k:t])
                 action = "compact"
@@ -466,6 +469,11 @@ class Rewriter:
                 plan.tokens_out = plan.tokens_in
                 plan.reason = "over budget, but nothing before the last assistant turn"
                 return plan
+        if not new.messages:  # nothing left of the history: the tail must still open with a user
+            stub: dict[str, Any] = {"role": "user", "content": _CONTINUED}
+            if api == "anthropic":
+                stub["content"] = [{"type": "text", "text": _CONTINUED}]
+            new.messages = [stub]
         new.tokens = sum(self._count(api, m, message_digest(m)) for m in new.messages)
         prefix = Prefix(
             covered=t,

@@ -28,10 +28,11 @@ winnow writes (never in a block kept as it was).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,9 @@ CACHE_MINIMUMS: dict[tuple[str, int, int], int] = {
     ("haiku", 3, 5): 2048,
     ("haiku", 3, 0): 2048,
 }
+# OpenAI caches every prompt from 1,024 tokens on, whatever the model (platform.openai.com/docs/
+# guides/prompt-caching, checked 2026-12-01): no cache_control, so no table.
+OPENAI_MIN_CACHEABLE = 1024
 # An unknown model: the largest documented minimum, so no breakpoint is wasted where it
 # cannot cache (one too few costs a cache write; one too early costs a breakpoint for nothing).
 UNKNOWN_MODEL_MIN = 4096
@@ -212,9 +216,14 @@ def _messages(units: Sequence[Unit], fmt: str, scrub: bool) -> tuple[list[_Block
         b = _block(u, pos, fmt, scrub, as_user_text=role == "user" and u.role == "system")
         if b is None:
             continue
+        prev_shell = msgs[-1].shell if msgs else None
+        answers = isinstance(prev_shell, dict) and prev_shell.get("role") in ("tool", "function")
         if msgs and msgs[-1].role == role and (key is None or msgs[-1].key == key):
-            msgs[-1].blocks.append(b)  # a unit of winnow's joins the message before it
-            continue
+            # a unit of winnow's joins the message before it, unless that message is an OpenAI
+            # tool (function) message: it can hold only its call's result
+            if key is not None or not answers:
+                msgs[-1].blocks.append(b)
+                continue
         shell = u.extra.get("shell") if native and isinstance(u.extra.get("shell"), dict) else None
         whole = native and u.extra.get("block", 0) is None
         msgs.append(_Msg(role, [b], key, shell, whole))
@@ -435,7 +444,8 @@ def _unique_ids(msgs: list[_Msg]) -> None:
             if b.kind in ("tool_use", "server_use"):
                 if b.id in seen:
                     seen[b.id] += 1
-                    new = f"{b.id}_{seen[b.id]}"[:64]
+                    suffix = f"_{seen[b.id]}"  # within the 64 characters the APIs take
+                    new = b.id[: 64 - len(suffix)] + suffix
                     log.warning("duplicate tool call id %r renamed %r", b.id, new)
                     pending[b.id] = new
                     m.blocks[i] = _renamed(b, new)
@@ -485,19 +495,14 @@ def to_anthropic(
     system, msgs = _messages(units, ANTHROPIC, scrub)
     msgs = _repair(msgs, merge_assistant=True)
     _restore_thinking(msgs)
+    _no_bare_thinking(msgs, request)
     if msgs and msgs[0].role != "user" and not (msgs[0].key == ("msg", 0)):
         msgs.insert(0, _Msg("user", [_Block("text", "(continued)", note=True)]))
     tool_defs = request.get("tools") if request else None
     used = sorted({b.name for m in msgs for b in m.blocks if b.kind == "tool_use"})
-    if tools is True and not tool_defs and used:
-        tools = [
-            {
-                "name": n,
-                "description": "replayed from a transcript",
-                "input_schema": {"type": "object"},
-            }
-            for n in used
-        ]
+    if tools is True and not tool_defs:
+        stub = {"description": "replayed from a transcript", "input_schema": {"type": "object"}}
+        tools = _tool_definitions(units, ANTHROPIC, used, lambda n: {"name": n, **stub})
     if ttl_at:
         _place_breakpoints(system, msgs, ttl_at, _existing_marks(request, system, msgs))
     body_system = _anthropic_system(system)
@@ -562,6 +567,34 @@ def _restore_thinking(msgs: list[_Msg]) -> None:
     u = next(b.u for b in m.blocks if b.u is not None)
     restored = [_Block("thinking", "", raw=raw, u=u) for raw in keep]
     m.blocks = restored + [b for b in m.blocks if b.kind != "thinking"]
+
+
+def _no_bare_thinking(msgs: list[_Msg], request: dict[str, Any] | None) -> None:
+    """An assistant message may not end with a thinking block (the API answers 400: "The final
+    block in an assistant message cannot be `thinking`"). One that compression left so, its
+    text and tool calls dropped, loses that thinking whole, as the API allows for older turns;
+    a message the request itself sent so is left as it was."""
+    original = (request or {}).get("messages")
+    for m in msgs:
+        if m.role != "assistant" or not m.blocks or m.blocks[-1].kind != "thinking":
+            continue
+        if _sent_so(original, m.key):
+            continue
+        while m.blocks and m.blocks[-1].kind == "thinking":
+            m.blocks.pop()
+        log.info("thinking left without its turn's text and tool calls: dropped whole")
+    msgs[:] = [m for m in msgs if m.blocks]
+
+
+def _sent_so(original: Any, key: Any) -> bool:
+    """Whether the request's own message `key` ended with a thinking block."""
+    if not (isinstance(original, list) and isinstance(key, tuple) and key[0] == "msg"):
+        return False
+    i = key[1]
+    message = original[i] if isinstance(i, int) and 0 <= i < len(original) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    last = content[-1] if isinstance(content, list) and content else None
+    return isinstance(last, dict) and last.get("type") in _NO_CACHE
 
 
 def _empty(raw: Any) -> bool:
@@ -714,12 +747,47 @@ def _arguments(text: str) -> str:
 
 
 def _call_id(u: Unit, pos: int) -> str:
-    # The APIs want [A-Za-z0-9_-]; the source's own id is stable, so keep what is valid of it.
-    return _ID_CHARS.sub("_", u.call_id)[:64] if u.call_id else f"call_{pos}"
+    # The APIs want [A-Za-z0-9_-]{1,64}; the source's own id is stable, so keep what is valid
+    # of it. A longer one keeps its start and a hash of the whole: ids alike in their first 64
+    # characters (a SpecStory chat's calls, named after its long file name) stay apart.
+    if not u.call_id:
+        return f"call_{pos}"
+    clean = _ID_CHARS.sub("_", u.call_id)
+    if len(clean) <= 64:
+        return clean
+    return f"{clean[:51]}_{hashlib.sha256(u.call_id.encode()).hexdigest()[:12]}"
 
 
 def _tool_name(name: str | None) -> str:
     return _ID_CHARS.sub("_", name or "tool")[:64]
+
+
+def _tool_definitions(
+    units: Sequence[Unit], fmt: str, used: Sequence[str], stub: Callable[[str], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Tool definitions for a request of `fmt` that has none of its own: the function tools of
+    the other API's request the units were read from, translated (name, description, JSON
+    schema), then a stub for each tool the units call that it does not define."""
+    other = _request(units, OPENAI if fmt == ANTHROPIC else ANTHROPIC)
+    found: dict[str, dict[str, Any]] = {}
+    for t in (other or {}).get("tools") or ():
+        if not isinstance(t, dict):
+            continue
+        f = t.get("function") if t.get("type") == "function" else t  # OpenAI wraps it
+        schema = f.get("parameters") if f is not t else t.get("input_schema")
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            continue
+        if f is t and t.get("type") not in (None, "custom"):  # an Anthropic server tool
+            continue
+        name, schema = _tool_name(f["name"]), schema if isinstance(schema, dict) else None
+        about = {"description": f["description"]} if isinstance(f.get("description"), str) else {}
+        schema = schema or {"type": "object"}
+        found[name] = (
+            {"name": name, **about, "input_schema": schema}
+            if fmt == ANTHROPIC
+            else {"type": "function", "function": {"name": name, **about, "parameters": schema}}
+        )
+    return [*found.values(), *(stub(n) for n in used if n not in found)]
 
 
 # --- OpenAI ------------------------------------------------------------------------------------
@@ -745,11 +813,16 @@ def to_openai(
         out.extend(_openai_messages(m))
     tool_defs = request.get("tools") if request else None
     used = sorted({b.name for m in msgs for b in m.blocks if b.kind == "tool_use"})
-    if tools is True and not tool_defs and used:
-        tools = [
-            {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
-            for n in used
-        ]
+    if tools is True and not tool_defs:
+        tools = _tool_definitions(
+            units,
+            OPENAI,
+            used,
+            lambda n: {
+                "type": "function",
+                "function": {"name": n, "parameters": {"type": "object"}},
+            },
+        )
     if request is not None:
         body = {k: (out if k == "messages" else v) for k, v in request.items()}
         if tools and tools is not True and not tool_defs:
@@ -837,6 +910,7 @@ __all__ = [
     "CACHE_MINIMUMS",
     "DEFAULT_MAX_TOKENS",
     "MAX_BREAKPOINTS",
+    "OPENAI_MIN_CACHEABLE",
     "min_cacheable_tokens",
     "model_key",
     "scrub_volatile",

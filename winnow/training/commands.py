@@ -124,9 +124,16 @@ def _run_train(args: argparse.Namespace) -> int:
 # --- evaluate --------------------------------------------------------------------------------
 
 
+RECIPES = ("ngram", "ngram-gold", "ngram-heuristic", "ngram-nocontext", "teacher", "transformer")
+
+
 def _add_evaluate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="a model directory ('default': the shipped one)")
-    p.add_argument("data", metavar="DATA", help="a data set folder or a labelled Parquet file")
+    p.add_argument(
+        "model", nargs="?", metavar="MODEL", help="a model directory ('default': the shipped one)"
+    )
+    p.add_argument(
+        "data", nargs="?", metavar="DATA", help="a data set folder or a labelled Parquet file"
+    )
     p.add_argument(
         "--split", default="test", help="split of a data set folder (default: %(default)s)"
     )
@@ -137,6 +144,113 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
         help="confusion matrix image (default: %(default)s)",
     )
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    g = p.add_argument_group(
+        "leave-one-source-out (--by-source): train on every source of --traces but one, score "
+        "the held-out source's hand labels, for every source; no MODEL or DATA"
+    )
+    g.add_argument(
+        "--by-source", action="store_true", help="run the leave-one-source-out evaluation"
+    )
+    g.add_argument("--traces", help="transcripts (default: the release's)")
+    g.add_argument(
+        "--labels", nargs="*", help="hand-label JSONL files (default: data/labels/*.jsonl)"
+    )
+    g.add_argument(
+        "--recipes",
+        default="ngram,transformer",
+        help=f"comma-separated, of {', '.join(RECIPES)} (default: %(default)s; ngram and teacher "
+        "use --teacher's soft labels for units without a hand label when given, else hand "
+        "labels only)",
+    )
+    g.add_argument("--teacher", metavar="DIR", help="a local sentence-transformers model folder")
+    g.add_argument(
+        "--cache", metavar="DIR", help="teacher embeddings cache (default: the release's)"
+    )
+    g.add_argument("--seeds", default="0", help="comma-separated seeds (default: %(default)s)")
+    g.add_argument(
+        "--must-keep-recall",
+        type=float,
+        default=0.95,
+        help="recall the must-keep threshold is fitted to (default: %(default)s)",
+    )
+    g.add_argument(
+        "--must-keep-rule",
+        choices=("mass", "ratio"),
+        default="mass",
+        help="what the threshold is compared with (see `winnow release`; default: %(default)s)",
+    )
+
+
+def _recipes(names: list[str], teacher: bool):
+    from winnow.training.by_source import BagRecipe, TeacherRecipe, TransformerRecipe
+
+    weak = "teacher" if teacher else "gold"
+    table = {
+        "ngram": lambda: BagRecipe("ngram", targets=weak),
+        "ngram-gold": lambda: BagRecipe("ngram-gold", targets="gold"),
+        "ngram-heuristic": lambda: BagRecipe("ngram-heuristic", targets="heuristic"),
+        "ngram-nocontext": lambda: BagRecipe("ngram-nocontext", targets=weak, context=False),
+        "teacher": lambda: TeacherRecipe(),
+        "transformer": lambda: TransformerRecipe(),
+    }
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise ValueError(
+            f"unknown recipe(s) {', '.join(unknown)}; choose from {', '.join(RECIPES)}"
+        )
+    if "teacher" in names and not teacher:
+        raise ValueError("the teacher recipe needs --teacher DIR")
+    return [table[n]() for n in names]
+
+
+def _run_by_source(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from winnow.training import release
+    from winnow.training.by_source import Prepared, evaluate_by_source
+
+    err = Console(stderr=True)
+    try:
+        seeds = tuple(int(x) for x in args.seeds.split(","))
+        recipes = _recipes(
+            [r.strip() for r in args.recipes.split(",") if r.strip()], bool(args.teacher)
+        )
+    except ValueError as e:
+        return _fail("evaluate", str(e))
+    if not 0 < args.must_keep_recall <= 1:
+        return _fail(
+            "evaluate", f"--must-keep-recall must be in (0, 1], not {args.must_keep_recall}"
+        )
+    traces = Path(args.traces) if args.traces else release.DEFAULT_TRACES
+    if not traces.is_dir():
+        return _fail("evaluate", f"{traces}: no such folder of transcripts")
+    labels = release._label_files(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus, _, _ = release.load_corpus(traces, labels, Path(tmp), err)
+    if corpus is None or not corpus.hand.any():
+        return _fail("evaluate", f"{traces}: no hand-labelled units to score")
+    data = Prepared(corpus)
+    if args.teacher:
+        from winnow.training.teacher import SentenceEncoder
+
+        try:
+            encoder = SentenceEncoder(args.teacher, args.cache or release.DEFAULT_CACHE)
+            with err.status("teacher embeddings"):
+                data.embeddings = encoder.embed([u.text or "" for u in corpus.units])
+        except ValueError as e:
+            return _fail("evaluate", str(e))
+    report = evaluate_by_source(
+        data, recipes, seeds, args.must_keep_recall, log=err.log, must_keep_rule=args.must_keep_rule
+    )
+    report.print(Console(width=max(Console().width, 200)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_dict() | {"seeds": list(seeds)}, f, indent=1)
+    return 0
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
@@ -147,6 +261,12 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from winnow.serving.classifier import ModelError
     from winnow.training.evaluate import evaluate_model
 
+    if args.by_source:
+        if args.model or args.data:
+            return _fail("evaluate", "--by-source trains its own models: give no MODEL or DATA")
+        return _run_by_source(args)
+    if not args.model or not args.data:
+        return _fail("evaluate", "give MODEL and DATA (or --by-source)")
     check_inputs([args.data] + ([] if args.model == "default" else [args.model]))
     check_output(args.confusion)
     if args.json:

@@ -69,6 +69,57 @@ def classification_metrics(gold: Sequence[str], pred: Sequence[str]) -> dict[str
     }
 
 
+def _ece(conf: np.ndarray, hit: np.ndarray, bins: int = 15) -> float:
+    """Expected calibration error: |accuracy - confidence| per equal-width bin, weighted."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.digitize(conf, edges[1:-1]), 0, bins - 1)
+    total = 0.0
+    for b in range(bins):
+        m = which == b
+        if m.any():
+            total += m.sum() * abs(float(hit[m].mean()) - float(conf[m].mean()))
+    return total / max(1, len(conf))
+
+
+def must_keep_probability(probs: np.ndarray) -> np.ndarray:
+    """Summed probability of the must-keep categories, per row of [n, CATEGORIES] probs."""
+    keep = np.array([c in MUST_KEEP for c in CATEGORIES])
+    return probs[:, keep].sum(1)
+
+
+def probability_metrics(gold: Sequence[str], probs: np.ndarray) -> dict[str, float]:
+    """Ranking and calibration figures of [n, CATEGORIES] probabilities against gold:
+    must-keep AUC and average precision (must-keep vs the rest, scored by the summed
+    must-keep probability), must-keep recall at 5% and 10% false-keep (the share of
+    not-must-keep units ranked above the cut), top-label ECE and must-keep ECE."""
+    from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
+
+    y = np.array([g in MUST_KEEP for g in gold])
+    score = must_keep_probability(probs)
+    out: dict[str, float] = {}
+    if y.any() and not y.all():
+        out["must_keep_auc"] = float(roc_auc_score(y, score))
+        out["must_keep_ap"] = float(average_precision_score(y, score))
+        fpr, tpr, _ = roc_curve(y, score)
+        for at in (0.05, 0.10):
+            out[f"must_keep_recall_at_{int(at * 100)}fk"] = float(tpr[fpr <= at + 1e-12].max())
+    else:
+        out |= dict.fromkeys(
+            (
+                "must_keep_auc",
+                "must_keep_ap",
+                "must_keep_recall_at_5fk",
+                "must_keep_recall_at_10fk",
+            ),
+            float("nan"),
+        )
+    gold_idx = np.array([CATEGORIES.index(g) for g in gold])
+    top = probs.argmax(1)
+    out["ece"] = _ece(probs.max(1), top == gold_idx)
+    out["must_keep_ece"] = _ece(score, y.astype(float)) if len(y) else float("nan")
+    return out
+
+
 @dataclass
 class EvalReport:
     """Metrics of the model and of the two baselines on the same units."""
@@ -170,6 +221,7 @@ def evaluate_model(
     from winnow.data.labeling import Labeler
     from winnow.serving.classifier import ImportanceClassifier
 
+    clf = ImportanceClassifier.load(model)  # first: a bad model is the error to report
     rows, name = load_split(data, split)
     hand = [bool(r.get("hand_label")) for r in rows]
     gold_kind = "hand" if any(hand) else "heuristic"
@@ -177,7 +229,6 @@ def evaluate_model(
     keep = [i for i, h in enumerate(hand) if h] if any(hand) else list(range(len(rows)))
     gold = [rows[i]["category"] for i in keep]
 
-    clf = ImportanceClassifier.load(model)
     preds = clf.predict_batch(rows, batch_size=batch_size)
     heuristic = [lu.category for lu in Labeler().label(rows)]
     report = EvalReport(split=name, gold=gold_kind, n=len(keep))
@@ -194,5 +245,7 @@ __all__ = [
     "classification_metrics",
     "evaluate_model",
     "load_split",
+    "must_keep_probability",
+    "probability_metrics",
     "rule_baseline",
 ]

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winnow.classifier.features import CLIP_HEAD, CLIP_TAIL, FEATURE_NAMES, FEATURE_VERSION
+from winnow.classifier.manifest import CHECKSUMS, FORMAT_VERSION
 from winnow.classifier.tokenizer import PAD_ID, PREFIX_LEN
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, DROPPABLE, MUST_KEEP
-from winnow.serving.classifier import CHECKSUMS, FORMAT_VERSION
 
 if TYPE_CHECKING:
     from winnow.classifier.model import UnitClassifier

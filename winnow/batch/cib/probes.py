@@ -363,7 +363,7 @@ def load_probes(path: str | Path, problems: list[str] | None = None) -> list[Pro
     problems = problems if problems is not None else []
     probes: list[Probe] = []
     ids: set[str] = set()
-    with path.open(encoding="utf-8", errors="replace") as f:
+    with path.open(encoding="utf-8-sig", errors="replace") as f:  # a BOM is no probe
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -371,6 +371,9 @@ def load_probes(path: str | Path, problems: list[str] | None = None) -> list[Pro
                 probe = _parse(json.loads(line), lineno)
             except (ValueError, TypeError) as e:
                 problems.append(f"{path}:{lineno}: {_short(e)}")
+                continue
+            except RecursionError:
+                problems.append(f"{path}:{lineno}: JSON nested too deeply to read")
                 continue
             if probe.id in ids:
                 problems.append(f"{path}:{lineno}: duplicate id {probe.id!r}")

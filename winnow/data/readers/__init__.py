@@ -226,7 +226,7 @@ def read_paths(
     for p in paths:
         p = Path(p).expanduser()
         if p.is_dir():
-            for f in iter_files([p]):
+            for f in iter_files([p], report.unreadable_folder):
                 if on_file:
                     on_file(f)
                 try:

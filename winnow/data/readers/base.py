@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -80,6 +81,10 @@ class ReadReport:
         """Count a whole file left unread (not a transcript), keeping its name for the summary."""
         self.skipped[reason] += 1
         self.skipped_files.setdefault(reason, []).append(str(path))
+
+    def unreadable_folder(self, e: OSError) -> None:
+        """A folder a walk could not list (for `iter_files`'s `on_error`)."""
+        self.problem(e.filename, None, f"cannot read this folder ({e.strerror or e}), skipped")
 
     def problem(self, path: str | Path, line: int | None, message: str) -> None:
         """Record bad input as one line `file:line: message`."""
@@ -176,9 +181,7 @@ def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]
                     # a last line without its newline was cut mid-write
                     cut = e.pos >= len(line) - 1 or not raw.endswith(b"\n")
                     what = "truncated JSON" if cut else "invalid JSON"
-                    report.problem(
-                        path, lineno, f"{what} ({e.msg} at column {e.colno}), line skipped"
-                    )
+                    report.problem(path, lineno, f"{what} ({_what(e)}), line skipped")
                     break
                 except RecursionError:
                     report.problem(path, lineno, f"{TOO_DEEP}, line skipped")
@@ -283,10 +286,64 @@ def load_json(path: Path, report: ReadReport) -> Any | None:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        report.problem(path, e.lineno, f"invalid JSON ({e.msg} at column {e.colno}), file skipped")
+        whole = _complete_records(text)  # None unless the document was cut while a list was open
+        if whole is not None:  # cut short (a crash mid-write): keep what is whole
+            line = _line_of(raw, len(whole[0].encode()))
+            report.problem(
+                path,
+                e.lineno,
+                f"truncated JSON ({_what(e)}), read up to line {line}: the records complete "
+                "before the cut",
+            )
+            return whole[1]
+        report.problem(path, e.lineno, f"invalid JSON ({_what(e)}), file skipped")
     except RecursionError:
         report.problem(path, 1, f"{TOO_DEEP}, file skipped")
     return None
+
+
+def _what(e: json.JSONDecodeError) -> str:
+    # "Unterminated string starting at" + " at column 9" read "at at"
+    return f"{e.msg.removesuffix(' at')} at column {e.colno}"
+
+
+_SYNTAX = re.compile(r'[\\"{}\[\]]')
+
+
+def _complete_records(text: str) -> tuple[str, Any] | None:
+    """A cut JSON document's records that are whole: (the text kept, its value), cut after the
+    last complete element of the outermost array still open (a session's messages, a
+    trajectory's steps) and closed; None when that does not parse. One pass over the text."""
+    stack: list[tuple[str, int]] = []  # (closing bracket, where it opened)
+    last_close: dict[int, int] = {}  # depth after a close -> the position after it
+    in_string, skip = False, -1
+    for m in _SYNTAX.finditer(text):
+        i, c = m.start(), m.group()
+        if i < skip:
+            continue
+        if in_string:
+            if c == "\\":
+                skip = i + 2  # the escaped character, a quote maybe
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{[":
+            stack.append(("}" if c == "{" else "]", i))
+        elif stack:
+            stack.pop()
+            last_close[len(stack)] = i + 1
+    depth = next((d for d, (close, _) in enumerate(stack) if close == "]"), None)
+    if depth is None:
+        return None
+    opened = stack[depth][1]
+    end = last_close.get(depth + 1, 0)
+    end = end if end > opened else opened + 1  # no element complete: an empty list
+    kept = text[:end] + "".join(close for close, _ in reversed(stack[: depth + 1]))
+    try:
+        return text[:end], json.loads(kept)
+    except (json.JSONDecodeError, RecursionError):
+        return None
 
 
 def _line_of(raw: bytes, offset: int) -> int:
@@ -313,15 +370,20 @@ def read_head(path: Path, lines: int = 2) -> str:
 HIDDEN_TRANSCRIPTS = frozenset({".aider.chat.history.md"})
 
 
-def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
-    """Files under the given files and folders, recursively, in a stable order."""
+def iter_files(
+    paths: Iterable[str | Path], on_error: Callable[[OSError], None] | None = None
+) -> Iterator[Path]:
+    """Files under the given files and folders, recursively, in a stable order. A folder that
+    cannot be listed goes to `on_error` (pathlib's rglob would pass over it without a word)."""
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            yield from sorted(
-                q
-                for q in p.rglob("*")
-                if q.is_file() and (not q.name.startswith(".") or q.name in HIDDEN_TRANSCRIPTS)
-            )
+            found = []
+            for top, _dirs, names in os.walk(p, onerror=on_error):
+                for name in names:
+                    q = Path(top) / name
+                    if (not name.startswith(".") or name in HIDDEN_TRANSCRIPTS) and q.is_file():
+                        found.append(q)
+            yield from sorted(found)
         else:
             yield p

@@ -1,0 +1,144 @@
+"""Leave-one-source-out evaluation and what it fits: figures, temperature, must-keep threshold,
+the teacher's embedding cache, and a tiny end-to-end run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from winnow.data.schema import CATEGORIES, CATEGORY_INDEX, MUST_KEEP, Unit
+
+pytest.importorskip("sklearn")
+
+from winnow.training.by_source import (  # noqa: E402
+    calibrate,
+    decide,
+    fit_temperature,
+    fit_threshold,
+)
+from winnow.training.evaluate import probability_metrics  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "classifier" / "sessions.jsonl"
+K = [CATEGORY_INDEX[c] for c in sorted(MUST_KEEP)]
+S = CATEGORY_INDEX["status"]
+
+
+def _probs(rows: list[dict[str, float]]) -> np.ndarray:
+    out = np.full((len(rows), len(CATEGORIES)), 1e-6)
+    for i, r in enumerate(rows):
+        for c, p in r.items():
+            out[i, CATEGORY_INDEX[c]] = p
+    return out / out.sum(1, keepdims=True)
+
+
+def test_probability_metrics_on_a_known_ranking():
+    gold = ["decision", "status", "requirement", "status"]
+    probs = _probs(
+        [{"decision": 0.9, "status": 0.1}, {"status": 0.8, "decision": 0.2},
+         {"requirement": 0.6, "status": 0.4}, {"status": 0.3, "decision": 0.7}]
+    )  # fmt: skip
+    m = probability_metrics(gold, probs)
+    # must-keep scores 0.9, 0.6 vs 0.2, 0.7: three of four pairs ordered right
+    assert m["must_keep_auc"] == pytest.approx(0.75)
+    assert m["must_keep_recall_at_5fk"] == pytest.approx(0.5)
+    assert 0 <= m["ece"] <= 1 and 0 <= m["must_keep_ece"] <= 1
+
+
+def test_temperature_recovers_a_known_sharpening():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(4000, len(CATEGORIES))) * 2
+    p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    gold = np.array([rng.choice(len(CATEGORIES), p=row) for row in p])
+    overconfident = calibrate(p, 0.5)  # logits x 2
+    t = fit_temperature(np.log(overconfident), gold)
+    assert t == pytest.approx(2.0, rel=0.1)
+    before = probability_metrics([CATEGORIES[g] for g in gold], overconfident)["ece"]
+    after = probability_metrics([CATEGORIES[g] for g in gold], calibrate(overconfident, t))["ece"]
+    assert after < before / 2
+
+
+def test_threshold_reaches_the_recall_and_decide_applies_it():
+    # four must-keep units: two argmax must-keep, two with must-keep mass 0.3 and 0.2
+    probs = _probs(
+        [{"decision": 0.9, "status": 0.1}, {"requirement": 0.7, "status": 0.3},
+         {"decision": 0.3, "status": 0.7}, {"decision": 0.2, "status": 0.8},
+         {"decision": 0.1, "status": 0.9}]
+    )  # fmt: skip
+    gold = np.array([K[1], K[3], K[1], K[1], S])
+    tau = fit_threshold(probs, gold, 0.75)
+    assert tau == pytest.approx(0.3, abs=1e-3)
+    pred = decide(probs, tau)
+    assert [CATEGORIES[p] for p in pred] == [
+        "decision",
+        "requirement",
+        "decision",
+        "status",
+        "status",
+    ]
+    assert list(decide(probs, None)) == list(probs.argmax(1))
+
+
+@pytest.mark.slow
+def test_tiny_leave_one_source_out_run():
+    """Three sessions as three 'sources': every fold trains on the other two."""
+    pytest.importorskip("torch")
+    from winnow.classifier.config import BagModelConfig
+    from winnow.classifier.ngrams import BagSpec
+    from winnow.training.bag_trainer import BagTrainConfig
+    from winnow.training.by_source import BagRecipe, Prepared, evaluate_by_source
+    from winnow.training.corpus import Corpus
+
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    units = [
+        Unit.from_dict({k: v for k, v in r.items() if k not in ("category", "hand_label")})
+        for r in rows
+    ]
+    corpus = Corpus(
+        units,
+        np.array([CATEGORY_INDEX[r["category"]] for r in rows]),
+        np.array([bool(r["hand_label"]) for r in rows]),
+        ["hand" if r["hand_label"] else "lf:x" for r in rows],
+        [u.session_id[:8] for u in units],
+    )
+    spec = BagSpec(buckets=1 << 10)
+    config = BagTrainConfig(model=BagModelConfig(buckets=1 << 10, hidden=16), spec=spec, epochs=3)
+    report = evaluate_by_source(
+        Prepared(corpus, spec), [BagRecipe("tiny", config, targets="heuristic")], seeds=(0, 1)
+    )
+    assert set(report.sources) == {u.session_id[:8] for u in units if corpus.hand[units.index(u)]}
+    for key in ("tiny/batch", "tiny/online", "tiny/batch/argmax"):
+        per = report.results[key]
+        assert set(per) == {*report.sources, "mean"}
+        for m in ("accuracy", "macro_f1", "must_keep_recall", "must_keep_auc", "ece"):
+            assert m in per["mean"]
+        assert 0 <= per["mean"]["accuracy"] <= 1
+    assert set(report.spread["tiny/batch"]) >= {"accuracy"}
+    assert report.temperatures["tiny/batch"] > 0
+    json.dumps(report.to_dict())  # the model card and --json write it
+
+
+def test_teacher_embeddings_are_cached_by_text(tmp_path, monkeypatch):
+    from winnow.training.teacher import SentenceEncoder
+
+    model_dir = tmp_path / "enc"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    calls: list[list[str]] = []
+
+    class Stub:
+        def encode(self, texts, **kw):
+            calls.append(list(texts))
+            return np.array([[len(t), 1.0] for t in texts], np.float32)
+
+    enc = SentenceEncoder(model_dir, tmp_path / "cache")
+    monkeypatch.setattr(enc, "_load", lambda: Stub())
+    first = enc.embed(["a", "bb", "a"])
+    assert calls == [["a", "bb"]]
+    again = SentenceEncoder(model_dir, tmp_path / "cache")  # a new run reads the disk cache
+    monkeypatch.setattr(again, "_load", lambda: pytest.fail("nothing should be embedded"))
+    np.testing.assert_array_equal(again.embed(["bb", "a"]), first[[1, 0]])
+    assert set(again.files) == {"config.json"} and len(again.digest) == 16

@@ -1,0 +1,295 @@
+"""The n-gram classifier: hashing, the two session views, training, ONNX parity, and the
+incremental SessionClassifier against batch classification in the online view."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from winnow.classifier.bag import NEIGHBOUR_MASK, BagEncoder, session_order
+from winnow.classifier.ngrams import BagSpec, Hasher, group_weights, words
+from winnow.data.schema import CATEGORIES, CATEGORY_INDEX, MUST_KEEP, Unit
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "classifier" / "sessions.jsonl"
+TRACES = ROOT.parent / "shared" / "traces"
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def units(rows) -> list[Unit]:
+    return [
+        Unit.from_dict({k: v for k, v in r.items() if k not in ("category", "hand_label")})
+        for r in rows
+    ]
+
+
+def test_words_cut_at_punctuation_and_keep_apostrophes():
+    assert words("Don't run `make_all` -- FAILED: 3 tests.") == [
+        b"don't", b"run", b"make_all", b"failed", b"3", b"tests",
+    ]  # fmt: skip
+
+
+def test_hashes_are_stable_across_processes():
+    """crc32, not Python's salted hash: a model trained in one process serves in another."""
+    code = (
+        "from winnow.classifier.ngrams import Hasher\n"
+        "print(Hasher().unit_ids('Fix the login bug in auth.py', 'Bash')[0].tolist())"
+    )
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": str(seed), "PATH": ""},
+        ).stdout  # fmt: skip
+        for seed in (1, 2)
+    }
+    assert len(runs) == 1
+    here = Hasher().unit_ids("Fix the login bug in auth.py", "Bash")[0].tolist()
+    assert json.loads(runs.pop()) == here
+    # 7 words (auth.py is two): 7 unigrams, 6 bigrams, 1 tool name, all inside the table
+    assert len(here) == 14 and all(0 <= i < BagSpec().buckets for i in here)
+
+
+def test_numbers_fold_to_one_token():
+    h = Hasher()
+    assert np.array_equal(h.unit_ids("task 7 done")[0], h.unit_ids("task 1234 done")[0])
+
+
+def test_long_units_keep_head_and_tail():
+    h = Hasher(BagSpec(head_chars=20, tail_chars=10))
+    text = "alpha beta gamma " + "filler " * 500 + "omega end"
+    ids = set(h.unit_ids(text)[0].tolist())
+    assert set(h.unit_ids("alpha")[0].tolist()) <= ids
+    assert set(h.unit_ids("omega")[0].tolist()) <= ids
+
+
+def test_batch_ids_equal_unit_ids(units):
+    h = Hasher()
+    prev, nxt = session_order(units)
+    batch = h.batch_ids([u.text for u in units], [u.tool_name for u in units], prev, nxt)
+    for i, u in enumerate(units):
+        own, as_prev, as_next = h.unit_ids(u.text, u.tool_name)
+        groups = [own]
+        if prev[i] >= 0:
+            groups.append(h.unit_ids(units[prev[i]].text, units[prev[i]].tool_name)[1])
+        if nxt[i] >= 0:
+            groups.append(h.unit_ids(units[nxt[i]].text, units[nxt[i]].tool_name)[2])
+        ids, w = group_weights(groups)
+        o = batch.offsets
+        assert np.array_equal(batch.ids[o[i] : o[i + 1]], ids)
+        np.testing.assert_allclose(batch.weights[o[i] : o[i + 1]], w, rtol=1e-6)
+
+
+def test_online_view_sees_no_later_unit(units):
+    enc = BagEncoder()
+    online = enc.encode(units, online=True)
+    changed = [
+        Unit(**{**{f: getattr(u, f) for f in u.__slots__}, "text": u.text + " tail"}) for u in units
+    ]
+    # change every unit after the first of each session: earlier units' inputs must not move
+    firsts = {}
+    for i, u in enumerate(units):
+        firsts.setdefault(u.session_id, i)
+    mixed = [units[i] if firsts[u.session_id] == i else changed[i] for i, u in enumerate(units)]
+    again = enc.encode(mixed, online=True)
+    for i in firsts.values():
+        o = online.offsets
+        assert np.array_equal(
+            online.ids[o[i] : o[i + 1]], again.ids[again.offsets[i] : again.offsets[i + 1]]
+        )
+        assert np.array_equal(online.dense[i], again.dense[i])
+    batch = enc.encode(units, online=False)
+    assert not np.array_equal(batch.dense, online.dense)  # the batch view sees the next unit
+
+
+def test_incremental_step_equals_online_batch(units):
+    enc = BagEncoder()
+    batch = enc.encode(units, online=True)
+    seen: dict = {}
+    for i, u in enumerate(units):
+        ids, w, dense, seen[u.session_id] = enc.step(seen.get(u.session_id), u)
+        o = batch.offsets
+        assert np.array_equal(ids, batch.ids[o[i] : o[i + 1]])
+        assert np.array_equal(w, batch.weights[o[i] : o[i + 1]])
+        assert np.array_equal(dense, batch.dense[i])
+
+
+def test_neighbour_features_do_not_depend_on_the_view(units):
+    enc = BagEncoder()
+    f = len(NEIGHBOUR_MASK)
+    b, o = enc.encode(units), enc.encode(units, online=True)
+    np.testing.assert_array_equal(b.dense[:, f : 2 * f], o.dense[:, f : 2 * f])
+
+
+# --- training, export, serving (torch) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(rows, units, tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    from winnow.classifier.config import BagModelConfig
+    from winnow.classifier.manifest import Calibration, Provenance
+    from winnow.training.bag_export import save_bag_model
+    from winnow.training.bag_trainer import BagTrainConfig, BagTrainer
+
+    spec = BagSpec(buckets=1 << 10)
+    enc = BagEncoder(spec)
+    views = [enc.encode(units, online=True), enc.encode(units)]
+    y = np.zeros((len(rows), len(CATEGORIES)), np.float32)
+    y[np.arange(len(rows)), [CATEGORY_INDEX[r["category"]] for r in rows]] = 1
+    config = BagTrainConfig(
+        model=BagModelConfig(buckets=spec.buckets, hidden=32), spec=spec, epochs=30, batch_size=32
+    )
+    model = BagTrainer(config).fit(views, y, np.ones(len(rows), np.float32))
+    out = tmp_path_factory.mktemp("m") / "tiny"
+    save_bag_model(
+        model,
+        out,
+        spec,
+        Calibration(temperature=1.5, must_keep_threshold=0.4, fitted_on="test"),
+        Provenance(),
+        {"units": len(rows)},
+    )
+    return model, views, out
+
+
+def test_tiny_fit_learns_and_is_deterministic(trained, rows, units):
+    from winnow.training.bag_trainer import BagTrainConfig, BagTrainer, predict_logits
+
+    model, views, _ = trained
+    gold = np.array([CATEGORY_INDEX[r["category"]] for r in rows])
+    assert (predict_logits(model, views[1]).argmax(1) == gold).mean() > 0.8
+    config = BagTrainConfig.from_dict(
+        {
+            "model": model.config.to_dict(),
+            "spec": {"buckets": 1 << 10},
+            "epochs": 2,
+            "batch_size": 32,
+        }
+    )
+    y = np.eye(len(CATEGORIES), dtype=np.float32)[gold]
+    a = BagTrainer(config).fit(views, y, np.ones(len(rows), np.float32))
+    b = BagTrainer(config).fit(views, y, np.ones(len(rows), np.float32))
+    np.testing.assert_array_equal(predict_logits(a, views[0]), predict_logits(b, views[0]))
+
+
+def test_onnx_matches_torch_at_the_temperature(trained, units):
+    from winnow.serving.classifier import ImportanceClassifier
+    from winnow.training.bag_trainer import predict_logits, softmax
+
+    model, views, out = trained
+    clf = ImportanceClassifier.load(out)
+    assert clf.kind == "ngram" and clf.manifest.calibration.temperature == 1.5
+    for online, view in ((True, views[0]), (False, views[1])):
+        want = softmax(predict_logits(model, view), 1.5)
+        got = clf.predict_proba(units, batch_size=7, online=online)
+        np.testing.assert_allclose(got, want, atol=2e-4)  # float16 table
+
+
+def test_single_unit_with_context_equals_batch(trained, units):
+    from winnow.classifier.features import session_context
+    from winnow.serving.classifier import ImportanceClassifier
+
+    clf = ImportanceClassifier.load(trained[2])
+    batch = clf.predict_proba(units)
+    for u, c, p in zip(units, session_context(units), batch):
+        np.testing.assert_allclose(list(clf.predict_one(u, c).scores.values()), p, atol=1e-5)
+
+
+def test_threshold_decides_must_keep(trained, units):
+    from winnow.serving.classifier import ImportanceClassifier
+
+    clf = ImportanceClassifier.load(trained[2])
+    keep = [c in MUST_KEEP for c in clf.labels]
+    for p in clf.predict(units):
+        mk = sum(v for c, v in p.scores.items() if c in MUST_KEEP)
+        best = max(p.scores, key=p.scores.get)
+        if mk >= 0.4 and best not in MUST_KEEP:
+            assert p.category == max((c for c, k in zip(clf.labels, keep) if k), key=p.scores.get)
+        else:
+            assert p.category == best
+
+
+def test_session_classifier_equals_online_batch(trained, units):
+    from winnow.serving.session import SessionClassifier
+
+    sc = SessionClassifier.load(trained[2])
+    live = sc.extend(units)
+    batch = sc.predict(units, online=True)
+    assert [p.category for p in live] == [p.category for p in batch]
+    for a, b in zip(live, batch):
+        assert a.scores == pytest.approx(b.scores, abs=1e-6)
+
+
+def test_session_classifier_keeps_sessions_apart(trained, units):
+    from winnow.serving.session import SessionClassifier
+
+    sc = SessionClassifier.load(trained[2])
+    by_session: dict[str, list[Unit]] = {}
+    for u in units:
+        by_session.setdefault(u.session_id, []).append(u)
+    a, b = list(by_session.values())[:2]
+    alone = [p.scores for p in sc.extend(a)]
+    sc.reset()
+    inter = {}
+    for i in range(max(len(a), len(b))):
+        for s in (a, b):
+            if i < len(s):
+                inter[s[i].id] = sc.add(s[i]).scores
+    assert [inter[u.id] for u in a] == alone
+
+
+def test_session_classifier_costs_one_hash_per_unit(trained, units, monkeypatch):
+    """Constant cost: feeding unit n hashes and featurizes that unit alone."""
+    from winnow.classifier import bag as bag_mod
+    from winnow.serving.session import SessionClassifier
+
+    sc = SessionClassifier.load(trained[2])
+    calls = {"hash": 0, "features": 0}
+    hasher = sc.classifier.bag.hasher
+    real_ids, real_feats = hasher.unit_ids, bag_mod.unit_features
+
+    def count_ids(*a, **k):
+        calls["hash"] += 1
+        return real_ids(*a, **k)
+
+    def count_feats(*a, **k):
+        calls["features"] += 1
+        return real_feats(*a, **k)
+
+    monkeypatch.setattr(hasher, "unit_ids", count_ids)
+    monkeypatch.setattr(bag_mod, "unit_features", count_feats)
+    sc.extend(units)
+    assert calls == {"hash": len(units), "features": len(units)}
+
+
+@pytest.mark.slow
+@pytest.mark.traces
+def test_session_classifier_on_real_sessions_equals_online_batch():
+    """The shipped model, every session of a real source, unit by unit vs in one batch."""
+    if not TRACES.is_dir():
+        pytest.skip("../shared/traces is absent")
+    from winnow.data.readers import read_paths
+    from winnow.serving.session import SessionClassifier
+
+    units = list(read_paths([TRACES / "swe-agent"])) + list(read_paths([TRACES / "openhands"]))
+    sc = SessionClassifier.load()
+    live = sc.extend(units)
+    batch = sc.predict(units, online=True)
+    assert len(units) > 500
+    assert [p.category for p in live] == [p.category for p in batch]
+    worst = max(abs(a.scores[c] - b.scores[c]) for a, b in zip(live, batch) for c in a.scores)
+    assert worst < 1e-5

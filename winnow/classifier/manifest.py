@@ -1,0 +1,307 @@
+"""The model directory's manifest (`config.json`): one typed record that export writes and
+serving reads, validated field by field so that a damaged directory is one clear line.
+
+    manifest = read_manifest(model_dir)          # ModelError naming the file and field
+    manifest.kind, manifest.labels, manifest.calibration.temperature
+
+Format versions: 2 is the transformer of winnow 0.1 (read as is); 3 adds `kind`,
+`calibration` and `provenance` and the n-gram model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from winnow.classifier.features import FEATURE_NAMES, FEATURE_VERSION
+from winnow.data.schema import CATEGORIES
+
+FORMAT_VERSION = 3
+READS = (2, 3)
+KINDS = ("transformer", "ngram")
+CHECKSUMS = "SHA256SUMS"
+MANIFEST = "config.json"
+REQUIRED_FILES = {
+    "transformer": ("model.onnx", "tokenizer.json", MANIFEST),
+    "ngram": ("model.onnx", MANIFEST),
+}
+
+
+class ModelError(ValueError):
+    """A model directory that is missing, corrupt or made for another winnow."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How scores and decisions are made from the network's logits. `temperature` is baked
+    into the graph (scores come out calibrated); `must_keep_threshold`: a unit whose summed
+    must-keep probability reaches it is given its likeliest must-keep category."""
+
+    temperature: float = 1.0
+    must_keep_threshold: float | None = None
+    # what the threshold is compared with: "mass" (the summed must-keep probability) or
+    # "ratio" (that sum over the likeliest other category's probability)
+    must_keep_rule: str = "mass"
+    fitted_on: str = ""
+    ece_before: float | None = None
+    ece_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the model came from."""
+
+    code_revision: str = ""
+    traces_digest: str = ""
+    label_files: dict[str, str] = field(default_factory=dict)  # name -> sha256
+    libraries: dict[str, str] = field(default_factory=dict)
+    teacher: dict[str, Any] = field(default_factory=dict)  # name, files' sha256
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything serving needs to know about a model directory."""
+
+    format_version: int
+    kind: str
+    name: str
+    version: str
+    labels: tuple[str, ...]
+    feature_version: int
+    feature_names: tuple[str, ...]
+    model: dict[str, Any]
+    bag: dict[str, int] = field(default_factory=dict)  # ngram: winnow.classifier.ngrams.BagSpec
+    max_len: int = 0  # transformer: tokens per unit
+    chars_per_token: int = 4
+    calibration: Calibration = field(default_factory=Calibration)
+    provenance: Provenance = field(default_factory=Provenance)
+    training: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # other fields, kept as written
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["labels"] = list(self.labels)
+        d["features"] = {"version": d.pop("feature_version"), "names": list(d.pop("feature_names"))}
+        return {**d.pop("extra"), **d}
+
+    @property
+    def required_files(self) -> tuple[str, ...]:
+        return REQUIRED_FILES[self.kind]
+
+
+class _Check:
+    """Field checks that raise one ModelError line naming the file and the field."""
+
+    def __init__(self, where: Path):
+        self.where = where
+
+    def fail(self, name: str, want: str, got: Any) -> ModelError:
+        shown = json.dumps(got)[:60] if _jsonable(got) else type(got).__name__
+        return ModelError(f"{self.where}: field '{name}' must be {want}, not {shown}")
+
+    def int_(self, d: dict, name: str, default: Any = ..., low: int | None = None) -> int:
+        v = d.get(name, default)
+        if v is ... or isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(name, "an integer", v if v is not ... else None)
+        if low is not None and v < low:
+            raise self.fail(name, f"an integer >= {low}", v)
+        return v
+
+    def float_(self, d: dict, name: str, default: Any = ..., positive: bool = False) -> float:
+        v = d.get(name, default)
+        if v is ... or isinstance(v, bool) or not isinstance(v, int | float) or v != v:
+            raise self.fail(name, "a number", v if v is not ... else None)
+        if positive and not 0 < v < float("inf"):
+            raise self.fail(name, "a positive number", v)
+        return float(v)
+
+    def str_(self, d: dict, name: str, default: Any = ...) -> str:
+        v = d.get(name, default)
+        if not isinstance(v, str):
+            raise self.fail(name, "a string", v if v is not ... else None)
+        return v
+
+    def dict_(self, d: dict, name: str, default: Any = ...) -> dict:
+        v = d.get(name, default)
+        if not isinstance(v, dict):
+            raise self.fail(name, "an object", v if v is not ... else None)
+        return v
+
+    def strs(self, d: dict, name: str) -> tuple[str, ...]:
+        v = d.get(name)
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self.fail(name, "a list of strings", v)
+        return tuple(v)
+
+
+def _jsonable(x: Any) -> bool:
+    try:
+        json.dumps(x)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def parse_manifest(d: Any, where: Path) -> Manifest:
+    """Validate a config.json object; ModelError (one line) on the first bad field."""
+    ck = _Check(where)
+    if not isinstance(d, dict):
+        raise ModelError(f"{where}: must hold a JSON object, not {type(d).__name__}")
+    version = ck.int_(d, "format_version", 0)
+    if version not in READS:
+        hint = "upgrade winnow" if version > FORMAT_VERSION else "rebuild it with `winnow release`"
+        raise ModelError(
+            f"{where}: model format v{version}, but this winnow reads "
+            f"v{', v'.join(map(str, READS))}; {hint}"
+        )
+    kind = ck.str_(d, "kind", "transformer")
+    if kind not in KINDS:
+        raise ck.fail("kind", f"one of {', '.join(KINDS)}", kind)
+    if version == 2 and kind != "transformer":
+        raise ck.fail("kind", "transformer in format v2", kind)
+    labels = ck.strs(d, "labels")
+    if sorted(labels) != sorted(CATEGORIES):
+        raise ck.fail("labels", f"the {len(CATEGORIES)} categories of TAXONOMY.md", list(labels))
+    feats = ck.dict_(d, "features")
+    fck = _Check(where)
+    feature_version = fck.int_(feats, "version")
+    names = fck.strs(feats, "names")
+    if feature_version != FEATURE_VERSION or names != FEATURE_NAMES:
+        raise ModelError(
+            f"{where}: trained on feature spec v{feature_version} but this winnow computes "
+            f"v{FEATURE_VERSION}; retrain the model or use a matching winnow"
+        )
+    model = ck.dict_(d, "model")
+    bag: dict[str, int] = {}
+    max_len = 0
+    if kind == "ngram":
+        raw = ck.dict_(d, "bag")
+        bck = _Check(where)
+        bag = {
+            k: bck.int_(raw, k, low=1)
+            for k in ("buckets", "head_chars", "tail_chars", "neighbour_words", "version")
+        }
+        if bag["buckets"] & (bag["buckets"] - 1):
+            raise ck.fail("bag.buckets", "a power of two", bag["buckets"])
+        for k in ("hidden", "n_dense", "n_labels"):
+            _Check(where).int_(model, k, low=1)
+    else:
+        max_len = ck.int_(d, "max_len", low=4)
+        for k in ("d_model", "n_heads", "n_layers", "vocab_size"):
+            _Check(where).int_(model, k, low=1)
+    cal_raw = ck.dict_(d, "calibration", {})
+    cck = _Check(where)
+    threshold = cal_raw.get("must_keep_threshold")
+    calibration = Calibration(
+        temperature=cck.float_(cal_raw, "temperature", 1.0, positive=True),
+        must_keep_threshold=None
+        if threshold is None
+        else cck.float_(cal_raw, "must_keep_threshold"),
+        must_keep_rule=cck.str_(cal_raw, "must_keep_rule", "mass"),
+        fitted_on=cck.str_(cal_raw, "fitted_on", ""),
+        ece_before=None if cal_raw.get("ece_before") is None else cck.float_(cal_raw, "ece_before"),
+        ece_after=None if cal_raw.get("ece_after") is None else cck.float_(cal_raw, "ece_after"),
+    )
+    if calibration.must_keep_rule not in ("mass", "ratio"):
+        raise cck.fail("must_keep_rule", "mass or ratio", calibration.must_keep_rule)
+    prov_raw = ck.dict_(d, "provenance", {})
+    pck = _Check(where)
+    provenance = Provenance(
+        code_revision=pck.str_(prov_raw, "code_revision", ""),
+        traces_digest=pck.str_(prov_raw, "traces_digest", ""),
+        label_files=pck.dict_(prov_raw, "label_files", {}),
+        libraries=pck.dict_(prov_raw, "libraries", {}),
+        teacher=pck.dict_(prov_raw, "teacher", {}),
+    )
+    known = set(Manifest.__dataclass_fields__) | {"features"}
+    return Manifest(
+        format_version=version,
+        kind=kind,
+        name=ck.str_(d, "name", where.parent.name),
+        version=ck.str_(d, "version", "0"),
+        labels=labels,
+        feature_version=feature_version,
+        feature_names=names,
+        model=model,
+        bag=bag,
+        max_len=max_len,
+        chars_per_token=ck.int_(d, "chars_per_token", 4, low=1),
+        calibration=calibration,
+        provenance=provenance,
+        training=ck.dict_(d, "training", {}),
+        created=ck.str_(d, "created", ""),
+        extra={k: v for k, v in d.items() if k not in known},
+    )
+
+
+def read_manifest(model_dir: Path) -> Manifest:
+    """The validated manifest of a model directory."""
+    path = model_dir / MANIFEST
+    if not path.is_file():
+        raise ModelError(f"{model_dir}: no {MANIFEST}; not a winnow model directory")
+    try:
+        d = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        where = f":{e.lineno}" if isinstance(e, json.JSONDecodeError) else ""
+        raise ModelError(f"{path}{where}: invalid JSON ({getattr(e, 'msg', e)})") from None
+    except OSError as e:
+        raise ModelError(f"{path}: unreadable ({e.strerror or e})") from None
+    return parse_manifest(d, path)
+
+
+def verify_checksums(model_dir: Path, required: tuple[str, ...] = (MANIFEST,)) -> dict[str, str]:
+    """Check every file SHA256SUMS lists (names inside the directory only); returns
+    {name: sha256}."""
+    sums_file = model_dir / CHECKSUMS
+    if not sums_file.is_file():
+        raise ModelError(f"{model_dir}: no {CHECKSUMS}; not a winnow model directory")
+    root = model_dir.resolve()
+    sums: dict[str, str] = {}
+    try:
+        text = sums_file.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelError(f"{sums_file}: unreadable ({e})") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
+        if len(parts) != 2 or len(parts[0]) != 64:
+            raise ModelError(f"{sums_file}:{lineno}: not a `<sha256>  <file>` line")
+        name = parts[1].lstrip("*")
+        p = Path(name)
+        if p.is_absolute() or ".." in p.parts or len(p.parts) != 1:
+            raise ModelError(f"{sums_file}:{lineno}: {name!r} is not a file of the model directory")
+        sums[name] = parts[0].lower()
+    for name in required:
+        if name not in sums:
+            raise ModelError(f"{sums_file}: {name} is not listed")
+    for name, want in sums.items():
+        path = model_dir / name
+        if not path.is_file() or path.resolve().parent != root:
+            raise ModelError(f"{path}: listed in {CHECKSUMS} but missing")
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        got = h.hexdigest()
+        if got != want:
+            raise ModelError(
+                f"{path}: sha256 {got[:12]}... does not match {CHECKSUMS} ({want[:12]}...); "
+                "the file is corrupt or was changed"
+            )
+    return sums
+
+
+__all__ = [
+    "CHECKSUMS",
+    "FORMAT_VERSION",
+    "Calibration",
+    "Manifest",
+    "ModelError",
+    "Provenance",
+    "parse_manifest",
+    "read_manifest",
+    "verify_checksums",
+]
