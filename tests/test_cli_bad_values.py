@@ -62,7 +62,7 @@ def cases(tmp: Path) -> list[tuple[list[str], str]]:
         # evaluate
         (["evaluate", MISSING, str(tmp)], "x"),
         (["evaluate", str(tmp), MISSING], "x"),
-        (["evaluate", str(tmp), str(tmp), "--split", "nope"], "nope"),
+        (["evaluate", "default", str(tmp), "--split", "nope"], "nope"),
         # release
         (["release", "--traces", MISSING, "-o", str(tmp / "r")], "x"),
         (["release", "--traces", str(tmp), "--seeds", "0", "-o", str(tmp / "r")], "--seeds"),
