@@ -41,8 +41,8 @@ def allocate(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None
         return None
     steps: list[tuple[float, int, int, int, int]] = []  # (-value per token, item, step, from, to)
     for i, opts in enumerate(items):
-        hull = _hull(opts, current[i])
-        for s, (a, b) in enumerate(zip(hull, hull[1:], strict=False)):
+        hull_steps = hull(opts, current[i])
+        for s, (a, b) in enumerate(zip(hull_steps, hull_steps[1:], strict=False)):
             dc, dv = opts[b].cost - opts[a].cost, opts[b].value - opts[a].value
             steps.append((-dv / dc if dc > 0 else float("-inf"), i, s, a, b))
     steps.sort()
@@ -60,28 +60,28 @@ def allocate(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None
     return current
 
 
-def _hull(options: Sequence[Option], start: int) -> list[int]:
+def hull(options: Sequence[Option], start: int) -> list[int]:
     """Option indices on the upper convex hull from `start` upwards in cost and value."""
     base = options[start]
     order = sorted(
         (k for k, o in enumerate(options) if o.cost >= base.cost and o.value > base.value),
         key=lambda k: (options[k].cost, -options[k].value, k),
     )
-    hull = [start]
+    chain = [start]
     for k in order:
         o = options[k]
-        top = options[hull[-1]]
+        top = options[chain[-1]]
         if o.value <= top.value or o.cost == top.cost:
             continue  # dominated: costs as much or more for no more value
-        while len(hull) >= 2:
-            p, q = options[hull[-2]], options[hull[-1]]
+        while len(chain) >= 2:
+            p, q = options[chain[-2]], options[chain[-1]]
             # q lies on or under the line from p to o: o's step is at least as efficient
             if (q.value - p.value) * (o.cost - p.cost) <= (o.value - p.value) * (q.cost - p.cost):
-                hull.pop()
+                chain.pop()
             else:
                 break
-        hull.append(k)
-    return hull
+        chain.append(k)
+    return chain
 
 
-__all__ = ["Option", "allocate", "cheapest"]
+__all__ = ["Option", "allocate", "cheapest", "hull"]

@@ -39,7 +39,7 @@ from typing import Any
 
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, DROPPABLE, Unit, as_unit
 from winnow.serving import strategies as st
-from winnow.serving.allocator import Option, allocate, cheapest
+from winnow.serving.allocator import Option, allocate, cheapest, hull
 from winnow.serving.categorizer import Categorizer, as_categorizer, load_categorizer
 from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer, summarize_all
 from winnow.serving.tokens import (
@@ -887,32 +887,65 @@ class Plan:
     def _item_options(
         self, item: list[int], caps: dict[int, int] | None = None
     ) -> list[tuple[Option, tuple[Form, ...]]]:
-        """(cost, value) of each allowed combination of the item's unit renditions: a pair
-        is dropped whole or not at all."""
+        """(cost, value) of the allowed combinations of the item's unit renditions that the
+        allocator can choose: a pair is dropped whole or not at all, and of its kept
+        combinations only those on the upper hull of both sides' (the allocator walks the
+        hull; the whole product of two ladders of summaries would be their lengths squared)."""
         per_unit = [self._unit_forms(i, caps) for i in item]
         if len(item) == 1:
-            combos: list[tuple[Form, ...]] = [(f,) for f in per_unit[0]]
-        else:
-            combos = [
-                (a, b)
-                for a in per_unit[0]
-                for b in per_unit[1]
-                if (a.action == "dropped") == (b.action == "dropped")
-            ]
-            if not combos:  # a must-keep side fixed one way, the other side the other way
-                fixed = [self.info[i].fixed for i in item]
-                if any(f is not None and f.action == "dropped" for f in fixed):
-                    why = "must-keep overflow: dropped with its tool partner"
-                    drop = Form("dropped", 0, 0.0, None, reason=why)
-                    combos = [(drop, drop)]
-                else:  # the other side's note keeps the pair whole
-                    a, b = (self.info[i].fixed or self.info[i].forms[-2] for i in item)
-                    combos = [(a, b)]
+            return [(Option(f.cost, self._value(item[0], f)), (f,)) for f in per_unit[0]]
+        i, j = item
+        kept = [[f for f in forms if f.action != "dropped"] for forms in per_unit]
+        combos: list[tuple[Form, ...]] = []
+        if all(any(f.action == "dropped" for f in forms) for forms in per_unit):
+            drops = [next(f for f in forms if f.action == "dropped") for forms in per_unit]
+            combos.append((drops[0], drops[1]))
+        if kept[0] and kept[1]:
+            combos += self._hull_sum(i, kept[0], j, kept[1])
+            if caps is not None:  # the strategies' own combination, exactly
+                a = max(kept[0], key=lambda f: (_order(f) <= caps[i], -abs(_order(f) - caps[i])))
+                b = max(kept[1], key=lambda f: (_order(f) <= caps[j], -abs(_order(f) - caps[j])))
+                combos.append((a, b))
+        if not combos:  # a must-keep side fixed one way, the other side the other way
+            fixed = [self.info[k].fixed for k in item]
+            if any(f is not None and f.action == "dropped" for f in fixed):
+                why = "must-keep overflow: dropped with its tool partner"
+                drop = Form("dropped", 0, 0.0, None, reason=why)
+                combos = [(drop, drop)]
+            else:  # the other side's note keeps the pair whole
+                a, b = (self.info[k].fixed or self.info[k].forms[-2] for k in item)
+                combos = [(a, b)]
         out = []
         for combo in combos:
             cost = sum(f.cost for f in combo)
-            value = sum(self._value(i, f) for i, f in zip(item, combo, strict=True))
+            value = sum(self._value(k, f) for k, f in zip(item, combo, strict=True))
             out.append((Option(cost, value), combo))
+        return out
+
+    def _hull_sum(self, i: int, a: list[Form], j: int, b: list[Form]) -> list[tuple[Form, Form]]:
+        """The upper hull of the sums of two units' renditions: from both cheapest, each
+        step the more valuable per token of the two sides' next hull steps."""
+
+        def chain(k: int, forms: list[Form]) -> list[Form]:
+            opts = [Option(f.cost, self._value(k, f)) for f in forms]
+            start = cheapest(opts)
+            return [forms[n] for n in hull(opts, start)]
+
+        ca, cb = chain(i, a), chain(j, b)
+
+        def slope(k: int, c: list[Form], n: int) -> float:
+            dc = c[n + 1].cost - c[n].cost
+            dv = self._value(k, c[n + 1]) - self._value(k, c[n])
+            return dv / dc if dc > 0 else float("inf")
+
+        out = [(ca[0], cb[0])]
+        x = y = 0
+        while x + 1 < len(ca) or y + 1 < len(cb):
+            if y + 1 >= len(cb) or (x + 1 < len(ca) and slope(i, ca, x) >= slope(j, cb, y)):
+                x += 1
+            else:
+                y += 1
+            out.append((ca[x], cb[y]))
         return out
 
     def _choose(self, budget: int | None, caps: dict[int, int] | None) -> dict[int, Form]:
