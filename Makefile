@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_FILE := tests/fixtures/demo_session.jsonl
 # Extras of the development install; torch is pinned in pyproject.toml only.
-EXTRAS := parquet,train,dev,llm,serve,ray,bench,cib
+EXTRAS := parquet,transformer,train,dev,llm,serve,ray,bench,cib
 BENCH_ARGS ?=
 
 .PHONY: demo test test-fast lint bench release

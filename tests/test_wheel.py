@@ -1,4 +1,5 @@
-"""The wheel installs without extras into a fresh venv and classifies with the shipped model, no torch."""
+"""The wheel installs without extras into a fresh venv (no torch, pyarrow or tokenizers) and
+classifies and compresses with the shipped model."""
 
 from __future__ import annotations
 
@@ -69,14 +70,15 @@ def test_wheel_classifies_without_torch(tmp_path, classifier_sessions):
         "from winnow.serving import ImportanceClassifier, default_model_path\n"
         "clf = ImportanceClassifier.load()\n"
         "p = clf.predict_one({'role': 'user', 'kind': 'text', 'text': 'Add rate limiting to the login endpoint'})\n"
+        "heavy = ('torch', 'pyarrow', 'tokenizers')  # extras: train, parquet, transformer\n"
         "print(json.dumps({'category': p.category, 'path': str(default_model_path()),\n"
-        "                  'torch': importlib.util.find_spec('torch') is not None,\n"
+        "                  'installed': [m for m in heavy if importlib.util.find_spec(m)],\n"
         "                  'loaded': 'torch' in sys.modules}))\n"
     )
     out = run(py, "-c", code, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout)
-    assert res["torch"] is False and res["loaded"] is False
+    assert res["installed"] == [] and res["loaded"] is False
     assert "site-packages" in res["path"], "the model must come from the installed package"
     assert res["category"] == "requirement"
 
@@ -94,3 +96,16 @@ def test_wheel_classifies_without_torch(tmp_path, classifier_sessions):
     assert len(outfile.read_text().splitlines()) == len(
         classifier_sessions.read_text().splitlines()
     )
+
+    compressed = run(
+        venv / "bin" / "winnow",
+        "compress",
+        classifier_sessions,
+        "--limit",
+        "30%",
+        "-o",
+        tmp_path / "compressed.jsonl",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert compressed.returncode == 0, compressed.stderr[-2000:]

@@ -35,6 +35,7 @@ COMMAND_MODULES = (
 # Top-level modules of the optional dependencies -> the extra that installs them.
 EXTRAS = {
     "pyarrow": "parquet",
+    "tokenizers": "transformer",
     "torch": "train",
     "sklearn": "train",
     "datasets": "train",
