@@ -7,6 +7,8 @@ clock) the compactor sends the live conversation plus the instruction (reading t
 cache), splices in the summary, and the resume request is a fraction of the size.
 Scenario 2: the same, but the user types while the summary is streaming: the compaction is
 aborted mid-stream and the user's turn goes out against the original history, unchanged.
+Scenario 3: the fault table: server error, timeout, reset, truncated stream, max_tokens,
+missing sections, user input mid-stream; what the audit says and what became of the history.
 
 The LLM is tests/llm_server.py: a real HTTP server speaking the Anthropic Messages API with
 scripted answers; its usage figures simulate a prefix cache at 4 bytes a token. Its summary is
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
 
+import anthropic
 from rich.console import Console
 from rich.table import Table
 
@@ -33,7 +37,7 @@ from llm_server import LLMServer, Reply  # noqa: E402
 from winnow.runtime.archive import AuditLog, read_audit  # noqa: E402
 from winnow.runtime.economics import estimate  # noqa: E402
 from winnow.runtime.idle import INSTRUCTION, IdleCompactor, IdleConfig, VirtualClock  # noqa: E402
-from winnow.runtime.llm import Conversation, LLMClient  # noqa: E402
+from winnow.runtime.llm import Conversation  # noqa: E402
 from winnow.runtime.session import Session  # noqa: E402
 from winnow.serving.tokens import default_token_counter  # noqa: E402
 
@@ -159,21 +163,23 @@ def claude_code_messages(path: Path) -> list[dict]:
     return messages
 
 
-def scripted(summary: str, summary_delay: float):
+def scripted(summary: str, summary_delay: float, fault: Reply | None = None):
     def reply(rec):
         last = rec.body["messages"][-1]["content"]
         if isinstance(last, str) and last.startswith(INSTRUCTION[:30]):
-            return Reply(summary, chunk_chars=6, chunk_delay=summary_delay)
+            return fault or Reply(summary, chunk_chars=6, chunk_delay=summary_delay)
         return Reply("Sure. Tagging v0.4.4 now." if len(rec.body["messages"]) < 10 else "Noted.")
 
     return reply
 
 
-def build(srv: LLMServer, runs: Path, clock: VirtualClock, session_file: Path):
+def build(srv: LLMServer, runs: Path, clock: VirtualClock, session_file: Path, timeout=30.0):
     conv = Conversation(
         "anthropic", "claude-sonnet-4-5", claude_code_messages(session_file), SYSTEM, TOOLS
     )
-    client = LLMClient(srv.base_url, api="anthropic", api_key="demo", timeout=30)
+    client = anthropic.AsyncAnthropic(
+        base_url=srv.base_url, api_key="demo", timeout=timeout, max_retries=0
+    )
     # a small real session (about 8K tokens), so the minimum context is lowered from 40K
     config = IdleConfig(
         min_context_tokens=5_000,
@@ -220,7 +226,7 @@ async def scenario_compact(console: Console, runs: Path, session_file: Path, sum
         )
         clock.advance(3600)  # lunch: the cache would have expired anyway
         done = await session.send("Back. Tag v0.4.4 now.")
-        await client.aclose()
+        await client.close()
         live, compaction, resume = srv.requests
     compaction_usage = read_audit(runs / "demo.audit.jsonl")[-1]["compaction_usage"]
     t = Table(
@@ -275,7 +281,7 @@ async def scenario_interrupt(
         )
         await session.send("Actually, add the PR link for #236 too.")
         await asyncio.to_thread(srv.wait_aborted)
-        await client.aclose()
+        await client.close()
         compaction, user_turn = srv.requests[1], srv.requests[2]
     console.print(
         f"compaction aborted mid-stream: {compaction.aborted} after {compaction.chunks_sent} chunks of "
@@ -287,6 +293,57 @@ async def scenario_interrupt(
         f"history now {len(conv.messages)} messages (original + user + answer)"
     )
     print_audit(console, runs / "demo.audit.jsonl", last=1)
+
+
+def faults(summary: str) -> dict[str, tuple[Reply, float]]:
+    """fault -> the compaction request's reply, the client's timeout."""
+    return {
+        "server error (HTTP 529)": (Reply("overloaded", status=529), 30.0),
+        "timeout (server stalls 5 s, client timeout 1 s)": (Reply(summary, stall_s=5.0), 1.0),
+        "connection reset after 3 deltas": (Reply(summary, chunk_chars=40, reset_after=3), 30.0),
+        "truncated stream (clean close after 3 deltas)": (
+            Reply(summary, chunk_chars=40, cut_after=3),
+            30.0,
+        ),
+        "stop_reason max_tokens": (Reply(summary[:300], stop_reason="max_tokens"), 30.0),
+        "sections missing": (Reply(summary.split("## Pending")[0]), 30.0),
+        "user input mid-stream": (Reply(summary, chunk_chars=6, chunk_delay=0.01), 30.0),
+        "none (a whole summary)": (Reply(summary), 30.0),
+    }
+
+
+async def fault_row(runs: Path, session_file: Path, summary: str, fault: str) -> list[str]:
+    reply, timeout = faults(summary)[fault]
+    clock = VirtualClock()
+    with LLMServer(replies=scripted(summary, 0.0, reply)) as srv:
+        conv, client, compactor, session = build(srv, runs, clock, session_file, timeout)
+        await session.send("Looks good. Give me a minute.")
+        before = json.dumps(conv.messages)
+        clock.advance(compactor.trigger_after)
+        if fault.startswith("user input"):
+            await asyncio.to_thread(srv.wait_for, lambda rs: len(rs) == 2 and rs[1].chunks_sent)
+            await session.send("Actually, add the PR link for #236 too.")
+            history = json.dumps(conv.messages[:-2]) == before and "unchanged, then the turn"
+        else:
+            await compactor.wait()
+            history = "unchanged" if json.dumps(conv.messages) == before else "compacted"
+            history += f" ({len(json.loads(before))} -> {len(conv.messages)} messages)"
+            await session.send("Back. Tag v0.4.4 now.")  # the session goes on
+        compactor.preempt("demo_end")  # the timer the last turn armed
+        await client.close()
+    entry = read_audit(runs / "demo.audit.jsonl")[-1]
+    reason = str(entry.get("reason") or entry.get("trigger", ""))
+    return [fault, entry["event"], re.sub(r" from http\S+:", ":", reason)[:70], str(history)]
+
+
+async def scenario_faults(console: Console, runs: Path, session_file: Path, summary: str) -> None:
+    console.rule("[bold]3. faults: a summary is applied only when it is whole")
+    t = Table(title="idle compaction under faults (official anthropic SDK client, loopback)")
+    for col in ("fault", "audit event", "reason", "history"):
+        t.add_column(col)
+    for i, fault in enumerate(faults(summary)):
+        t.add_row(*await fault_row(runs / str(i), session_file, summary, fault))
+    console.print(t)
 
 
 def print_audit(console: Console, path: Path, last: int | None = None) -> None:
@@ -323,6 +380,7 @@ def main() -> int:
         summary = session_summary(session_file)
         asyncio.run(scenario_compact(console, Path(tmp) / "1", session_file, summary))
         asyncio.run(scenario_interrupt(console, Path(tmp) / "2", session_file, summary))
+        asyncio.run(scenario_faults(console, Path(tmp) / "3", session_file, summary))
     return 0
 
 

@@ -22,6 +22,8 @@ the recorded request (`problems`).
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +42,9 @@ class Reply:
 
     A `status` >= 400 answers with the provider's error JSON instead of a message.
     `tool_calls` are (name, input) pairs emitted after the text as tool_use / tool_calls.
+    Faults, for streamed replies: `stall_s` waits that long before the first delta; after
+    `cut_after` deltas the stream ends cleanly without its closing events (a truncated
+    stream); after `reset_after` deltas the connection is reset (TCP RST).
     """
 
     text: str = "ok"
@@ -49,6 +54,10 @@ class Reply:
     status: int = 200
     chunk_chars: int = 8
     chunk_delay: float | None = None  # None: the server's default
+    stall_s: float = 0.0
+    cut_after: int | None = None
+    reset_after: int | None = None
+    ignore_include_usage: bool = False  # as some OpenAI-compatible servers do
 
 
 @dataclass
@@ -66,6 +75,7 @@ class RecordedRequest:
     chunks_sent: int = 0
     completed: bool = False
     aborted: bool = False  # the client hung up before the end of the stream
+    cut: bool = False  # the server cut or reset the stream on purpose (Reply faults)
     reply: Reply | None = None
     problems: list[str] = field(default_factory=list)  # what `validate` found
 
@@ -103,6 +113,10 @@ def _common_prefix(a: bytes, b: bytes) -> int:
 
 
 class _Aborted(Exception):
+    pass
+
+
+class _Cut(Exception):
     pass
 
 
@@ -368,6 +382,9 @@ class _Handler(BaseHTTPRequestHandler):
         except _Aborted:
             rec.aborted = True
             self.close_connection = True
+        except _Cut:
+            rec.cut = True
+            self.close_connection = True
         finally:
             self.owner._notify()
 
@@ -382,11 +399,21 @@ class _Handler(BaseHTTPRequestHandler):
         rec.chunks_sent += 1
         self.owner.stream_started.set()
         self.owner._notify()
+        reply = rec.reply
+        if reply and reply.reset_after is not None and rec.chunks_sent >= reply.reset_after:
+            # SO_LINGER 0: close() sends a RST instead of a FIN
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            raise _Cut
+        if reply and reply.cut_after is not None and rec.chunks_sent >= reply.cut_after:
+            self._write_chunk(b"")  # the end of the chunked body: a clean, early end
+            raise _Cut
 
     def _anthropic_stream(
         self, rec: RecordedRequest, reply: Reply, usage: dict, model: str
     ) -> None:
         self._start_stream()
+        self.owner._sleep(reply.stall_s)
         start_usage = {**usage, "output_tokens": 1}
         msg = _anthropic_message(reply, start_usage, model)
         msg.update(content=[], stop_reason=None, stop_sequence=None)
@@ -438,6 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, rec: RecordedRequest, reply: Reply, usage: dict, model: str, include_usage: bool
     ) -> None:
         self._start_stream()
+        self.owner._sleep(reply.stall_s)
         base = {
             "id": "chatcmpl-test",
             "object": "chat.completion.chunk",
@@ -465,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
             chunk({"tool_calls": [call]})
             self._delta_sent(rec)
         chunk({}, _stop_reason(reply, "openai"))
-        if include_usage:
+        if include_usage and not reply.ignore_include_usage:
             self._event(None, {**base, "choices": [], "usage": usage})
         self._event(None, "[DONE]")
         self._write_chunk(b"")

@@ -201,3 +201,58 @@ def test_posttooluse_hook_on_a_real_session(tmp_path):
     r = _run_hook(tmp_path, real)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["decision"] == "block"  # the session ends at 88,666 tokens: 44%
+
+
+def _usage_line(usage_json: str) -> str:
+    """An assistant line whose usage is raw JSON text (values JSON allows but a count is not)."""
+    line = _line("assistant", {"input_tokens": 1})
+    return line.replace('"usage": {"input_tokens": 1', '"usage": ' + usage_json[:-1], 1)
+
+
+@pytest.mark.parametrize(
+    ("case", "note"),
+    [
+        ("usage abc", "not a number of tokens"),
+        ("usage 1e400", "not a number of tokens"),
+        ("usage [1]", "not a number of tokens"),
+        ("window 0", "HARNESS_CTX_WINDOW"),
+        ("window abc", "HARNESS_CTX_WINDOW"),
+        ("cwd is a file", "Not a directory"),
+        ("log is a folder", "Is a directory"),
+        ("deep JSON", "nested too deeply"),
+        ("not JSON", "bad hook input"),
+        ("input a list", "bad hook input"),
+    ],
+)
+def test_posttooluse_hook_exits_0_on_any_input(tmp_path, case, note):
+    t = tmp_path / "session.jsonl"
+    usage = {"usage abc": '{"input_tokens": "abc"}', "usage 1e400": '{"input_tokens": 1e400}',
+             "usage [1]": '{"input_tokens": [1]}'}.get(case, '{"input_tokens": 5}')  # fmt: skip
+    t.write_text(_usage_line(usage) + "\n")
+    event = {"transcript_path": str(t), "cwd": str(tmp_path), "tool_name": "Bash"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("HARNESS_CTX_LOG", None)
+    stdin = json.dumps(event)
+    if case.startswith("window"):
+        env["HARNESS_CTX_WINDOW"] = case.split()[1]
+    elif case == "cwd is a file":
+        (tmp_path / "file").write_text("x")
+        stdin = json.dumps({**event, "cwd": str(tmp_path / "file")})
+    elif case == "log is a folder":
+        env["HARNESS_CTX_LOG"] = str(tmp_path)
+    elif case == "deep JSON":
+        stdin = "[" * 100_000 + "]" * 100_000
+    elif case == "not JSON":
+        stdin = "{transcript_path"
+    elif case == "input a list":
+        stdin = "[1, 2]"
+    r = subprocess.run(
+        [sys.executable, str(HOOK)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert r.returncode == 0 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and note in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -372,9 +372,9 @@ def test_cli_plan_and_one_line_errors(tmp_path):
     assert "compressed:winnow" in out.stdout and "at 2,000 tokens/s" in out.stdout
     bad = tmp_path / "bad.jsonl"
     bad.write_text("nope\n")
-    assert main(["cib", "--plan", "--probes", str(bad)]) == 2
-    assert main(["cib", "--plan", "--arms", "filler,bogus"]) == 2
-    assert main(["cib", "--model", "m"]) == 2
+    assert main(["cib", "--plan", "--probes", str(bad)]) == 1  # a bad value: one line, exit 1
+    assert main(["cib", "--plan", "--arms", "filler,bogus"]) == 1  # a bad value: one line, exit 1
+    assert main(["cib", "--model", "m"]) == 1  # a bad value: one line, exit 1
 
 
 def test_importing_the_command_loads_no_heavy_module():

@@ -282,6 +282,6 @@ def test_load_500_requests_over_4_threads(client, url):
 def test_serve_with_a_bad_model_is_one_line(tmp_path, capsys):
     from winnow.cli import main
 
-    assert main(["serve", "--model", str(tmp_path), "--port", "0"]) == 2
+    assert main(["serve", "--model", str(tmp_path), "--port", "0"]) == 1
     err = capsys.readouterr().err
     assert str(tmp_path) in err and len(err.strip().splitlines()) == 1

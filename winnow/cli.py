@@ -13,12 +13,15 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import math
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import Any, NoReturn
 
 COMMAND_MODULES = (
     "winnow.data.commands",
@@ -106,10 +109,90 @@ def reject_stdout(value: str | None, why: str) -> str | None:
     return f"-o - (standard output) is not possible here: {why}" if value == STDOUT else None
 
 
+class CommandError(Exception):
+    """A bad option value or input file: one line `winnow COMMAND: message`, exit 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line and exit 1, as every other bad value (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _number(text: str, kind: type, low: float, inclusive: bool, what: str) -> Any:
+    try:
+        value = kind(text)
+        ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+    except (ValueError, OverflowError):  # not a number, or an int past float's range
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number > 0."""
+    return _number(text, int, 0, False, "a whole number > 0")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    return _number(text, int, 0, True, "a whole number >= 0")
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    return _number(text, float, 0.0, False, "a number > 0")
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    return _number(text, float, 0.0, True, "a number >= 0")
+
+
+def share(text: str) -> float:
+    """argparse type: a number in (0, 1]."""
+    value = _number(text, float, 0.0, False, "a number in (0, 1]")
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
+    return value
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    value = _number(text, int, 0, True, "a port 0..65535")
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port 0..65535, got {text!r}")
+    return value
+
+
+def check_inputs(paths: Iterable[str | Path]) -> None:
+    """CommandError naming the first input file or folder that does not exist."""
+    for p in paths:
+        if not Path(p).expanduser().exists():
+            raise CommandError(f"{p}: no such file or folder")
+
+
+def check_output(path: str | Path, folder: bool = False) -> None:
+    """CommandError when `path` cannot be written: a folder where a file goes (or the other
+    way round), or a file where a folder must be (missing folders are made on success)."""
+    if str(path) == STDOUT:
+        return
+    p = Path(path).expanduser()
+    if p.exists() and p.is_dir() != folder:
+        raise CommandError(f"{path}: is a {'file' if folder else 'folder'}")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CommandError(f"{path}: {parent} is a file, not a folder")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from winnow import __version__
 
-    parser = argparse.ArgumentParser(prog="winnow", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="winnow", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"winnow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for modname in COMMAND_MODULES:
@@ -128,12 +211,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except CommandError as e:
+        print(e, file=sys.stderr)
+        return 1
     if not getattr(args, "_run", None):
         parser.print_help()
         return 1
     try:
         return int(args._run(args) or 0)
+    except CommandError as e:
+        print(f"winnow {args.command}: {e}", file=sys.stderr)
+        return 1
     except ModuleNotFoundError as e:
         extra = EXTRAS.get((e.name or "").split(".")[0])
         if extra is None:

@@ -5,6 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from winnow.cli import (
+    CommandError,
+    check_inputs,
+    check_output,
+    non_negative_int,
+    port,
+    positive_float,
+    positive_int,
+)
+
 
 def _score_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or folders")
@@ -25,7 +35,7 @@ def _score_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="worker processes / Ray actors, 0 = one per core (default: %(default)s)",
     )
@@ -53,6 +63,8 @@ def _score(args: argparse.Namespace) -> int:
     if error := reject_stdout(args.output, "score writes two files (units and sessions)"):
         err.print(f"winnow score: {error}", markup=False, soft_wrap=True)
         return 1
+    check_inputs(args.paths)
+    check_output(args.output)
     config = ScoreConfig(args.model, args.engine, args.workers, args.ray_address)
     progress = Progress(
         TextColumn("scoring"),
@@ -87,17 +99,13 @@ def _score(args: argparse.Namespace) -> int:
             args.paths, args.output, on_file=on_file, on_start=on_start
         )
     except ValueError as e:  # bad configuration, e.g. an unusable model directory
-        err.print(f"winnow score: {e}", markup=False, soft_wrap=True)
-        return 2
+        progress.stop()  # before the message: a live progress bar would take its line
+        raise CommandError(str(e)) from None
     except ModuleNotFoundError as e:
         if e.name != "ray":
             raise
-        err.print(
-            "winnow score: --engine ray needs Ray: pip install 'winnow[ray]'",
-            markup=False,
-            soft_wrap=True,
-        )
-        return 2
+        progress.stop()
+        raise CommandError("--engine ray needs Ray: pip install 'winnow[ray]'") from None
     finally:
         progress.stop()
     for line in summary.problems[: len(summary.problems) - problems_of_files]:  # the listing's
@@ -139,10 +147,11 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
+    # defaults are ServiceConfig's (not imported here: FastAPI is slow to import)
     p.add_argument(
         "--host", default="127.0.0.1", help="bind address (default: %(default)s, loopback only)"
     )
-    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--port", type=port, default=8000, help="port (default: %(default)s)")
     p.add_argument("--model", default=None, help="model directory (default: the shipped model)")
     p.add_argument(
         "--token",
@@ -150,13 +159,28 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="require `Authorization: Bearer TOKEN` (default: $WINNOW_TOKEN, else none)",
     )
     p.add_argument(
-        "--max-bytes", type=int, default=None, help="largest request body accepted (default: 8 MiB)"
+        "--max-bytes",
+        type=positive_int,
+        default=None,
+        help="largest request body accepted (default: 8 MiB)",
     )
     p.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         default=1,
         help="onnxruntime intra-op threads (default: %(default)s)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=None,
+        help="seconds a request body may take to arrive; then 408 (default: 30)",
+    )
+    p.add_argument(
+        "--max-uploads",
+        type=positive_int,
+        default=None,
+        help="request bodies read at once; more get 503 (default: 8)",
     )
 
 
@@ -167,16 +191,18 @@ def _serve(args: argparse.Namespace) -> int:
 
     from winnow.serving.service import ServiceConfig, create_app
 
+    limits = {"max_bytes": args.max_bytes, "body_timeout_s": args.body_timeout,
+              "max_uploads": args.max_uploads}  # fmt: skip
     config = ServiceConfig(
-        model=args.model, token=args.token or os.environ.get("WINNOW_TOKEN"), threads=args.threads
+        model=args.model,
+        token=args.token or os.environ.get("WINNOW_TOKEN"),
+        threads=args.threads,
+        **{k: v for k, v in limits.items() if v is not None},
     )
-    if args.max_bytes:
-        config.max_bytes = args.max_bytes
     try:
         app = create_app(config)
     except ValueError as e:
-        print(f"winnow serve: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(str(e)) from None
     if config.token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"winnow serve: warning: {args.host} without --token: anyone who reaches it can use it",

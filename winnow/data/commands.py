@@ -24,11 +24,13 @@ def _run_extract(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from winnow.cli import Output
+    from winnow.cli import Output, check_inputs, check_output
     from winnow.data.extract import extract
     from winnow.data.readers import ReadReport
     from winnow.data.readers.base import iter_files
 
+    check_inputs(args.paths)
+    check_output(args.output)
     report = ReadReport()
     files = sum(1 for _ in iter_files(Path(p).expanduser() for p in args.paths))
     start = time.perf_counter()

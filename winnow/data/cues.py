@@ -19,11 +19,17 @@ _FENCE = re.compile(r"```")
 _DIFF = re.compile(
     r"^(?:@@ .* @@|\+\+\+ |--- a/|diff --git |\*\*\* (?:Begin Patch|Update File|Add File))", re.M
 )
+# Linear time (every regex here is: tests/test_hostile.py). A line's indent is taken by
+# `(?=(X*))\1`, an atomic group that works before Python 3.11, and never includes a newline:
+# `^\s*` would run on over blank lines from every line start of a blank run (quadratic), and
+# backtracking into the indent would rescan the line once per indent character. A code word
+# can only start at the first non-blank character, so the matches are counted the same.
+_INDENT = r"^(?=([^\S\n]*))\1"  # the pattern's first group
 _CODE_LINE = re.compile(
-    r"^\s*(?:def |class |fn |func |function |import |from \S+ import |#include|package |pub |"
+    _INDENT + r"(?:def |class |fn |func |function |import |from \S+ import |#include|package |pub |"
     r"const |let |var |return\b|if \(|for \(|while \(|async |export |public |private |"
-    r"@\w+|[}\]);]+\s*$|.*[;{]\s*$|.*\)\s*(?:->|:|\{)\s*$)"
-    r"|^\s*\d+→",  # Claude Code's numbered Read output
+    r"@\w+|[}\]);]+\s*$|.*[;{]\s*$|.*\)\s*(?:->|:|\{)\s*$"
+    r"|\d+→)",  # Claude Code's numbered Read output
     re.M,
 )
 
@@ -54,7 +60,8 @@ def code_line_ratio(text: str) -> float:
 # --- errors and test results -----------------------------------------------------------------
 
 _ERROR = re.compile(
-    r"Traceback \(most recent call last\)|^\s*(?:\w+\.)*\w*(?:Error|Exception):|\bFAILED\b|^FAIL\b|"
+    r"Traceback \(most recent call last\)|" + _INDENT + r"(?:\w+\.)*\w*(?:Error|Exception):|"
+    r"\bFAILED\b|^FAIL\b|"
     r"^--- FAIL|\bpanic: |^fatal: |^(?i:error)(?:\[\w+\])?: |\bERR!|command not found|"
     r"No such file or directory|(?i:exit (?:code|status)) [1-9]\d*|\bexited with (?:code )?[1-9]|"
     r"\b[1-9]\d* (?:failed|errors?)\b|\bcompilation failed|Permission denied|cannot find (?:module|package)|"
@@ -107,7 +114,11 @@ _PATH = re.compile(
     r"(?<![\w/.-])[\w-]+\.(?:py|go|ts|tsx|js|jsx|rs|java|kt|rb|c|h|cpp|cs|md|json|ya?ml|toml|sh|ps1|sql|html|css|txt|cfg|ini|lock)\b"
 )
 _URL = re.compile(r"https?://\S+")
-_FUNC = re.compile(r"\b([A-Za-z_][\w.]*[A-Za-z_0-9])\(\)?")
+# A call `name(`: the name is a run of word characters and dots right before "(". The
+# leftmost start that `\b([A-Za-z_][\w.]*[A-Za-z_0-9])\(` would take in a run is found once
+# per run (that regex rescans the run from every start in it: quadratic on "a.a.a.a...").
+_CALL_RUN = re.compile(r"(?<![\w.])[\w.]+(?=\()")
+_NAME_START = re.compile(r"(?:^|(?<=\.))[A-Za-z_]")
 _BACKTICK = re.compile(r"`([^`\s]{3,80})`")
 _TICKET = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b|(?<![\w&])#\d{2,6}\b")
 _CAMEL = re.compile(
@@ -115,6 +126,18 @@ _CAMEL = re.compile(
 )
 # Words that look like identifiers but say nothing about the task.
 _STOP_IDS = frozenset({"e.g", "i.e", "etc", "print", "len", "str", "int", "list", "dict", "self"})
+
+
+def _call_names(text: str) -> list[str]:
+    """The names of calls (`pkg.fn(`, `obj.method(`) in a text."""
+    names = []
+    for m in _CALL_RUN.finditer(text):
+        run = m.group()
+        start = _NAME_START.search(run)  # the first start at a word boundary
+        # two characters at least, the last ASCII (`[A-Za-z_0-9]` before the "(")
+        if start and start.start() < len(run) - 1 and run[-1].isascii() and run[-1] != ".":
+            names.append(run[start.start() :])
+    return names
 
 
 def has_path(text: str) -> bool:
@@ -133,8 +156,8 @@ def extract_identifiers(text: str) -> set[str]:
         p = m.group(0).replace("\\", "/").rstrip(".")
         ids.add(p)
         ids.add(p.rsplit("/", 1)[-1])
-    for rx in (_FUNC, _BACKTICK):
-        ids.update(m.group(1).strip("().") for m in rx.finditer(text))
+    ids.update(name.strip("().") for name in _call_names(text))
+    ids.update(m.group(1).strip("().") for m in _BACKTICK.finditer(text))
     ids.update(m.group(0) for m in _TICKET.finditer(text))
     ids.update(m.group(0) for m in _CAMEL.finditer(text))
     return {i for i in ids if len(i) >= 4 and i.lower() not in _STOP_IDS}
@@ -267,14 +290,21 @@ _GREETING = re.compile(
 )
 
 
-_YES_NO_PROMPT = re.compile(r"\(Y\)es/\(N\)o.*\]:\s*\w*\s*$", re.S)
+# "(Y)es/(N)o ... ]: answer" at the end: the prompt, then its tail searched after it
+_YES_NO = re.compile(r"\(Y\)es/\(N\)o")
+_PROMPT_TAIL = re.compile(r"\]:(?=(\s*))\1(?=(\w*))\2\s*$")  # atomic runs: see _INDENT
+
+
+def _yes_no_prompt(text: str) -> bool:
+    m = _YES_NO.search(text)
+    return m is not None and _PROMPT_TAIL.search(text, m.end()) is not None
 
 
 def is_acknowledgment(text: str) -> bool:
     """A short 'ok', 'got it', 'thanks', 'sure', 'yes, go ahead', 'continue', or a y/n prompt answer."""
     if len(text) > 80:
-        return len(text) <= 400 and _YES_NO_PROMPT.search(text) is not None
-    return _ACK.match(text.strip()) is not None or _YES_NO_PROMPT.search(text) is not None
+        return len(text) <= 400 and _yes_no_prompt(text)
+    return _ACK.match(text.strip()) is not None or _yes_no_prompt(text)
 
 
 def is_announcement(text: str) -> bool:
@@ -285,7 +315,8 @@ def is_announcement(text: str) -> bool:
 _SUMMARY = re.compile(
     r"here'?s (?:a |the )?(?:summary|what (?:changed|i did|was done))|summary of (?:the )?changes|"
     r"^#+ *(?:summary|changes made|what (?:changed|shipped))|changes made:|to summari[sz]e|"
-    r"^\W*(?:(?:perfect|great|done|excellent)\W+)?(?:i'?ve|i have|we'?ve) (?:now )?(?:successfully )?"
+    # the lead-in is the line's own non-word characters, atomic: see _INDENT
+    r"^(?=([^\w\n]*))\1(?:(?:perfect|great|done|excellent)\W+)?(?:i'?ve|i have|we'?ve) (?:now )?(?:successfully )?"
     r"(?:added|updated|fixed|changed|removed|created|implemented|made|applied|refactored|resolved|completed)",
     _IM,
 )
@@ -329,7 +360,6 @@ _EXEC_HEADER = re.compile(
     r"(?:Original token count: \d+\s+)?Output:\s*"
 )
 _COMMAND_NAME = re.compile(r"<command-name>\s*/?([^<\s]+)\s*</command-name>")
-_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 _SLASH = re.compile(r"^\s*/([a-z][\w:-]*)(?:\s+(.*))?$", re.S | re.I)
 _BASH_INPUT = re.compile(r"^\s*<bash-input>", re.I)
 _TASK_NOTIFICATION = re.compile(r"^\s*<task-notification>", re.I)
@@ -406,8 +436,11 @@ def slash_command(text: str) -> tuple[str, str] | None:
     """`(name, args)` of a slash command, wrapped (`<command-name>`) or typed (`/review 12`)."""
     m = _COMMAND_NAME.search(text)
     if m:
-        a = _COMMAND_ARGS.search(text)
-        return m.group(1).lower(), (a.group(1).strip() if a else "")
+        # the first <command-args> and the first closing tag after it (a regex would rescan
+        # the rest from every opening tag when none is closed)
+        start = text.find("<command-args>")
+        end = text.find("</command-args>", start + 14) if start >= 0 else -1
+        return m.group(1).lower(), (text[start + 14 : end].strip() if end >= 0 else "")
     m = _SLASH.match(text)
     if m and "/" not in m.group(1) and len(text) < 2000:
         return m.group(1).lower(), (m.group(2) or "").strip()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from winnow.cli import CommandError, check_inputs, check_output, non_negative_int
+
 LABEL_COLUMNS = ("category", "label_source", "label_votes", "hand_label")
 
 
@@ -35,7 +37,7 @@ def _add_label(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--show",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="print N random units per category (default: %(default)s)",
@@ -80,11 +82,16 @@ def _run_label(args: argparse.Namespace) -> int:
         load_labels,
     )
 
+    check_inputs([*args.paths, *args.labels])
+    check_output(args.output)
     err = Console(stderr=True)
     console = err if args.output == "-" else Console()
     start = time.perf_counter()
     with err.status("reading units"):
-        table, units = _load(args.paths, err)
+        try:
+            table, units = _load(args.paths, err)
+        except (ValueError, KeyError) as e:  # pyarrow's errors are ValueErrors
+            raise CommandError(f"{args.paths[0]}: not a Parquet file of units ({e})") from None
     if not units:
         err.print("[bold red]winnow label:[/] no units read; nothing written")
         return 1
@@ -252,6 +259,8 @@ def _run_dataset(args: argparse.Namespace) -> int:
     if error := reject_stdout(args.output, "a data set is a folder of files"):
         print(f"winnow dataset: {error}", file=sys.stderr)
         return 1
+    check_inputs([args.labeled])
+    check_output(args.output, folder=True)
     try:
         config = SplitConfig(ratios=tuple(args.ratios), seed=args.seed)
         info = build_dataset(args.labeled, args.output, config)

@@ -112,13 +112,13 @@ def tool_input(u: Unit) -> dict[str, Any]:
     """A tool call's input as a dict (readers render it as compact JSON); {} when it is not JSON."""
     try:
         v = json.loads(u.text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # RecursionError: nested too deeply
         return {}
     if isinstance(v, dict) and isinstance(v.get("arguments"), str):  # some formats nest JSON
         try:
             inner = json.loads(v["arguments"])
             return inner if isinstance(inner, dict) else v
-        except ValueError:
+        except (ValueError, RecursionError):
             return v
     return v if isinstance(v, dict) else {}
 
@@ -294,11 +294,17 @@ def fetch_call(u: Unit, s: Session, i: int) -> str | None:
 
 
 def _commit_message(u: Unit) -> str | None:
-    m = _GIT_COMMIT.search(shell_command(u))
+    """What `git (?:-C \\S+ )?commit\\b.*?-m\\s+(.+)` captures, in linear time: that regex
+    rescans the rest from every `git commit` when no `-m` follows. The first commit decides:
+    a `-m` after a later one is after the first one too."""
+    command = shell_command(u)
+    head = _GIT_COMMIT.search(command)
+    m = _COMMIT_MESSAGE.search(command, head.end()) if head else None
     return m.group(1) if m else None
 
 
-_GIT_COMMIT = re.compile(r"git (?:-C \S+ )?commit\b.*?-m\s+(.+)", re.S)
+_GIT_COMMIT = re.compile(r"git (?:-C \S+ )?commit\b")
+_COMMIT_MESSAGE = re.compile(r"-m\s+(.+)", re.S)
 
 
 @lf(CUE)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # what a type checker sees; at run time __getattr__ imports o
     from winnow.runtime.budget import ContextBudget
     from winnow.runtime.economics import PROFILES, CacheProfile, estimate
     from winnow.runtime.idle import IdleCompactor, IdleConfig, SystemClock, VirtualClock
-    from winnow.runtime.llm import Conversation, LLMClient, LLMError
+    from winnow.runtime.llm import Conversation, LLMError, complete
     from winnow.runtime.session import Session
     from winnow.runtime.transcript import FileRegistry
 
@@ -25,8 +25,8 @@ _EXPORTS = {
     "SystemClock": "winnow.runtime.idle",
     "Session": "winnow.runtime.session",
     "Conversation": "winnow.runtime.llm",
-    "LLMClient": "winnow.runtime.llm",
     "LLMError": "winnow.runtime.llm",
+    "complete": "winnow.runtime.llm",
     "AuditLog": "winnow.runtime.archive",
     "restore": "winnow.runtime.archive",
     "FileRegistry": "winnow.runtime.transcript",
@@ -44,12 +44,12 @@ __all__ = [  # the names of _EXPORTS, spelled out for linters and type checkers
     "FileRegistry",
     "IdleCompactor",
     "IdleConfig",
-    "LLMClient",
     "LLMError",
     "PROFILES",
     "Session",
     "SystemClock",
     "VirtualClock",
+    "complete",
     "estimate",
     "restore",
 ]

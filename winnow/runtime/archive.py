@@ -4,11 +4,18 @@ log = AuditLog("runs/", "s1")
 path = log.archive(conversation, reason="compact")   # the raw transcript, one message a line
 log.record("compact", trigger="idle_ttl", tokens_before=..., tokens_after=...)
 restore(path)                                        # the Conversation as it was
+
+Every record is one line whatever the text holds: JSON escapes `\\n`, `\\r` and the other
+C0 controls, and `_line` also escapes the characters other tools take for line breaks
+(U+0085, U+2028, U+2029) and lone surrogates (which UTF-8 cannot hold). Readers split on
+`\\n` only. Archive names are never reused: each is created with `open(..., "x")` under a
+number past every archive on disk and in the audit log.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +24,33 @@ from typing import Any
 from winnow.runtime.llm import Conversation
 
 __all__ = ["AuditLog", "read_audit", "restore"]
+
+# U+0085, U+2028, U+2029: str.splitlines() and many editors break lines there; surrogates:
+# a lone one cannot be encoded as UTF-8. JSON leaves them raw when ensure_ascii is off.
+_UNSAFE = re.compile("[\x85\u2028\u2029\ud800-\udfff]")
+
+
+def _line(obj: Any) -> str:
+    """One JSON Lines record, newline included."""
+    text = json.dumps(obj, ensure_ascii=False, default=str)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+def _records(path: Path) -> list[tuple[int, Any]]:
+    """(line number, object) of each non-blank line; ValueError naming the line otherwise."""
+    out = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((n, json.loads(line)))
+        except ValueError as e:
+            raise ValueError(f"{path}:{n}: not a JSON record ({e})") from None
+    return out
 
 
 class AuditLog:
@@ -29,13 +63,26 @@ class AuditLog:
         self.session_id = session_id
         self.clock = clock
         self.path = self.dir / f"{session_id}.audit.jsonl"
-        self._n = len(list(self.dir.glob(f"{session_id}.*.*.jsonl"))) if self.dir.is_dir() else 0
+        self._n: int | None = None  # the last number used, found on the first archive
+        self._name = re.compile(re.escape(session_id) + r"\.(\d+)\.[^.]+\.jsonl")
+
+    def _last_number(self) -> int:
+        """The highest archive number of this session on disk or named in the audit log."""
+        names = [p.name for p in self.dir.glob(f"{self.session_id}.*.*.jsonl")]
+        if self.path.is_file():
+            names += [
+                Path(e["archive"]).name
+                for _, e in _records_lenient(self.path)
+                if isinstance(e, dict) and isinstance(e.get("archive"), str)
+            ]
+        numbers = [int(m.group(1)) for name in names if (m := self._name.fullmatch(name))]
+        return max(numbers, default=0)
 
     def archive(self, conversation: Conversation, reason: str) -> Path:
-        """Write the conversation as it is now: a header line, then one message a line."""
+        """Write the conversation as it is now, under a new name: a header line, then one
+        message a line. Never overwrites: a name another writer took is skipped."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._n += 1
-        path = self.dir / f"{self.session_id}.{self._n:03d}.{reason}.jsonl"
+        n = self._last_number() if self._n is None else self._n
         head = {
             "type": "header",
             "session_id": self.session_id,
@@ -47,29 +94,58 @@ class AuditLog:
             "params": conversation.params,
             "version": conversation.version,
         }
-        with path.open("w", encoding="utf-8") as f:
-            f.write(json.dumps(head, ensure_ascii=False) + "\n")
-            for m in conversation.messages:
-                f.write(json.dumps({"type": "message", "message": m}, ensure_ascii=False) + "\n")
-        return path
+        data = _line(head) + "".join(
+            _line({"type": "message", "message": m}) for m in conversation.messages
+        )
+        while True:
+            n += 1
+            path = self.dir / f"{self.session_id}.{n:03d}.{reason}.jsonl"
+            try:
+                f = path.open("x", encoding="utf-8", newline="\n")
+            except FileExistsError:
+                continue
+            try:
+                with f:
+                    f.write(data)
+            except BaseException:
+                path.unlink(missing_ok=True)  # no half archive behind
+                raise
+            self._n = n
+            return path
 
     def record(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one audit entry (time and event first) and return it."""
         entry = {"time": self.clock(), "session_id": self.session_id, "event": event, **fields}
         self.dir.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+        with self.path.open("a", encoding="utf-8", newline="\n") as f:
+            f.write(_line(entry))
         return entry
 
 
+def _records_lenient(path: Path) -> list[tuple[int, Any]]:
+    try:
+        return _records(path)
+    except (OSError, ValueError):
+        return []
+
+
 def restore(path: str | Path) -> Conversation:
-    """The conversation an archive holds."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    head = json.loads(lines[0])
-    messages = [json.loads(line)["message"] for line in lines[1:] if line.strip()]
+    """The conversation an archive holds; ValueError (naming the line) when it is damaged."""
+    path = Path(path)
+    records = _records(path)
+    if not records:
+        raise ValueError(f"{path}: empty archive")
+    (n, head), rest = records[0], records[1:]
+    if not isinstance(head, dict) or head.get("type") != "header" or "api" not in head:
+        raise ValueError(f"{path}:{n}: the first record is not an archive header")
+    messages = []
+    for n, rec in rest:
+        if not isinstance(rec, dict) or not isinstance(rec.get("message"), dict):
+            raise ValueError(f"{path}:{n}: not a message record")
+        messages.append(rec["message"])
     return Conversation(
         head["api"],
-        head["model"],
+        head.get("model", ""),
         messages,
         head.get("system"),
         head.get("tools"),
@@ -78,8 +154,5 @@ def restore(path: str | Path) -> Conversation:
 
 
 def read_audit(path: str | Path) -> list[dict[str, Any]]:
-    return [
-        json.loads(line)
-        for line in Path(path).read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    """The entries of an audit log; ValueError (naming the line) on a damaged one."""
+    return [e for _, e in _records(Path(path))]

@@ -54,7 +54,11 @@ def occupancy(used: int, window: int) -> float:
 
 def _get(usage: Any, key: str) -> int:
     value = usage.get(key) if isinstance(usage, dict) else getattr(usage, key, None)
-    return int(value or 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**53:
+        raise ValueError(f"usage `{key}` is {value!r:.40}, not a number of tokens")
+    return int(value)
 
 
 def context_tokens(usage: Any) -> int:
@@ -128,6 +132,10 @@ class ContextBudget:
         on_cross: Callable[[Sample], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if not isinstance(window, int) or window <= 0:
+            raise ValueError(
+                f"the context window must be a positive number of tokens, got {window!r}"
+            )
         self.path = Path(path) if path else None
         self.window = window
         self.threshold = env_threshold() if threshold is None else threshold

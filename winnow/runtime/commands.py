@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 
 def _console():
@@ -61,10 +62,8 @@ def _custom_profile(spec: str):
     parts = [float(x) for x in spec.split("/")]
     if len(parts) not in (3, 4) or min(parts) <= 0 or not all(map(math.isfinite, parts)):
         raise ValueError(spec)
-    read, write, output = parts[:3]
-    return CacheProfile(
-        "custom", read, write, output, ttl_s=int(parts[3]) if len(parts) == 4 else 300
-    )
+    ttl = int(parts[3]) if len(parts) == 4 else 300
+    return CacheProfile("custom", parts[0], parts[1], parts[2], ttl_s=ttl)
 
 
 def _run_economics(args: argparse.Namespace) -> int:
@@ -204,7 +203,6 @@ def _budget_hook() -> int:
     """Print the .claude/settings.json entry that runs the packaged PostToolUse hook."""
     import json
     import shlex
-    from pathlib import Path
 
     script = Path(__file__).resolve().parent / "hooks" / "claude_code_posttooluse.py"
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
@@ -214,7 +212,6 @@ def _budget_hook() -> int:
 
 
 def _budget_report(args: argparse.Namespace, threshold: float) -> int:
-    from pathlib import Path
 
     from rich.table import Table
 
@@ -252,28 +249,51 @@ def _add_audit(p: argparse.ArgumentParser) -> None:
 
 
 def _pct(value: object) -> str:
-    return f"{value:.1%}" if isinstance(value, (int, float)) else ""
+    return f"{value:.1%}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def _check_archive(log: Path, archive: str, entry: dict) -> str:
+    """Whether the archive restores the very conversation the entry replaced (its sha256)."""
+    from hashlib import sha256
+
+    from winnow.runtime.archive import restore
+
+    a = Path(archive) if Path(archive).is_file() else log.parent / Path(archive).name
+    try:
+        encoded = restore(a).encode()
+    except OSError:
+        return "[red]missing[/]"
+    except (ValueError, KeyError, TypeError) as err:
+        from rich.markup import escape
+
+        return f"[red]unreadable: {escape(str(err))}[/]"
+    if "sha256_before" in entry:
+        same = sha256(encoded).hexdigest() == entry["sha256_before"]
+        return "[green]restores[/]" if same else "[red]content differs[/]"
+    # entries written before hashes were recorded: the size is all there is to compare
+    same = len(encoded) == entry.get("bytes_before")
+    return "[green]restores (size only)[/]" if same else "[red]size differs[/]"
 
 
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the mutations and check each archive restores the exact conversation it replaced."""
     import datetime as dt
-    from pathlib import Path
 
+    from rich.markup import escape
     from rich.table import Table
 
-    from winnow.runtime.archive import read_audit, restore
+    from winnow.runtime.archive import read_audit
 
     path = Path(args.file)
     if not path.is_file():
         return _err("audit", f"no audit log at {path}")
     try:
         entries = [e for e in read_audit(path) if isinstance(e, dict) and "event" in e]
-    except ValueError as e:
-        return _err("audit", f"{path} is not an audit log (JSON Lines): {e}")
+    except ValueError as err:  # names the file and line
+        return _err("audit", f"not an audit log (JSON Lines): {err}")
     if not entries:
         return _err("audit", f"{path} holds no audit entries")
-    table = Table(title=f"audit log {path}")
+    table = Table(title=f"audit log {escape(str(path))}")
     for col in ("time (UTC)", "event", "trigger", "tokens", "est. hit", "cache hit"):
         right = col not in ("event", "trigger")
         table.add_column(col, no_wrap=True, justify="right" if right else "left")
@@ -283,32 +303,34 @@ def _run_audit(args: argparse.Namespace) -> int:
     for entry in entries:
         archive = entry.get("archive")
         check = ""
-        if archive:
-            a = Path(archive) if Path(archive).is_file() else path.parent / Path(archive).name
-            try:
-                same = len(restore(a).encode()) == entry.get("bytes_before")
-                check = "[green]restores[/]" if same else "[red]size differs[/]"
-            except (OSError, ValueError, KeyError):
-                check = "[red]missing or unreadable[/]"
+        if isinstance(archive, str) and archive:
+            check = _check_archive(path, archive, entry)
             bad += not check.startswith("[green")
-        when = dt.datetime.fromtimestamp(entry.get("time", 0), dt.timezone.utc)
-        tokens = (
-            f"{entry['tokens_before']:,} -> {entry['tokens_after']:,}"
-            if "tokens_after" in entry
-            else ""
-        )
+        elif entry.get("reason"):  # why a compaction was not applied
+            check = escape(str(entry["reason"]))
+        try:
+            when = dt.datetime.fromtimestamp(entry.get("time", 0), dt.timezone.utc)
+            stamp = when.strftime("%Y-%m-%d %H:%M:%S")
+        except (TypeError, ValueError, OverflowError, OSError):
+            stamp = "?"
+        before, after = entry.get("tokens_before"), entry.get("tokens_after")
+        tokens = f"{before:,} -> {after:,}" if _is_int(before) and _is_int(after) else ""
         table.add_row(
-            when.strftime("%Y-%m-%d %H:%M:%S"),
-            str(entry.get("event", "?")),
-            str(entry.get("trigger", "")),
+            stamp,
+            escape(str(entry.get("event", "?"))),
+            escape(str(entry.get("trigger", ""))),
             tokens,
             _pct(entry.get("estimated_cache_hit")),
             _pct(entry.get("cache_hit")),
-            Path(archive).name if archive else "",
+            escape(Path(archive).name) if isinstance(archive, str) else "",
             check,
         )
     _console().print(table)
     return 1 if bad else 0
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 COMMANDS = {

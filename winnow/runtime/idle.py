@@ -1,5 +1,6 @@
 """TTL-aware idle compaction: compact while the user is away, just before the prompt cache goes cold.
 
+    client = anthropic.AsyncAnthropic()                # or openai.AsyncOpenAI()
     compactor = IdleCompactor(conversation, client, IdleConfig(), audit=AuditLog("runs", "s1"))
     ...after each answer:   compactor.turn_ended(completion.usage)    # arms the timer, or says why not
     ...on user input:       compactor.user_activity()                 # preempts; lazy truncation if cold
@@ -8,7 +9,11 @@ When a turn ends with a big enough context (and enough new tokens since the last
 and a positive expected value, see economics.py), a timer fires at TTL - safety. The
 compaction request is the live conversation byte for byte with the instruction appended as
 the last user turn, so it reads the warm cache. It runs on a snapshot as a task: any user
-activity cancels it at once, mid-stream, and the conversation is untouched. On success the
+activity cancels it at once, mid-stream, and the conversation is untouched. A summary is
+applied only when it is whole: the stream reached its end, the model stopped on its own
+(`end_turn`, not `max_tokens`) and every section asked for is there; the words asked for are
+derived from the request's `max_tokens`, which cannot change without changing the cached
+prefix. Anything else aborts, is audited with the reason, and changes nothing. On success the
 history becomes: a state summary (with the requirement / constraint / decision units carried
 verbatim and the file registry re-listed) followed by the last N raw turns; the raw transcript
 is archived first and the mutation audited. If the user comes back after the cache expired
@@ -26,37 +31,51 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from hashlib import sha256
 from typing import Any, Protocol
 
 from winnow.data.schema import CATEGORY_INDEX, Unit
 from winnow.runtime.archive import AuditLog
 from winnow.runtime.budget import context_tokens
 from winnow.runtime.economics import CacheProfile, estimate, profile_for
-from winnow.runtime.llm import Conversation, LLMClient, LLMError, encode
+from winnow.runtime.llm import Completion, Conversation, LLMError, client_api, complete, encode
 from winnow.runtime.transcript import FileRegistry, replace_tool_result, to_units, turn_starts
 
-__all__ = ["IdleCompactor", "IdleConfig", "SystemClock", "VirtualClock", "session_ttl"]
+__all__ = [
+    "IdleCompactor",
+    "IdleConfig",
+    "SystemClock",
+    "VirtualClock",
+    "incomplete",
+    "session_ttl",
+]
 
 log = logging.getLogger(__name__)
 
 ACTIVE, ARMED, COMPACTING, COMPACTED = "active", "armed", "compacting", "compacted_idle"
 
-INSTRUCTION = """The user is away. Before the history above is removed, write the state of this session so \
-that the work can continue from your summary alone. Use exactly these sections:
-
-## Goal
-## Completed changes
-## Active working files
-(path and line ranges, what each part holds)
-## Ruled-out dead ends
-(what was tried and why it failed)
-## Unresolved failures
-(error lines verbatim)
-## Pending todos
-## Next immediate step
-
-Be specific: paths, identifiers, commands, numbers. At most {words} words. Do not call tools; \
-answer with the summary only."""
+# The sections a summary must hold, each with what goes in it; a summary missing one is
+# not applied (a model that ran out of room drops the last ones first).
+SECTIONS = (
+    ("Goal", ""),
+    ("Completed changes", ""),
+    ("Active working files", "(path and line ranges, what each part holds)"),
+    ("Ruled-out dead ends", "(what was tried and why it failed)"),
+    ("Unresolved failures", "(error lines verbatim)"),
+    ("Pending todos", ""),
+    ("Next immediate step", ""),
+)
+INSTRUCTION = (
+    "The user is away. Before the history above is removed, write the state of this session so "
+    "that the work can continue from your summary alone. Use exactly these sections:\n\n"
+    + "\n".join(f"## {name}" + (f"\n{hint}" if hint else "") for name, hint in SECTIONS)
+    + "\n\nBe specific: paths, identifiers, commands, numbers. At most {words} words. Do not "
+    "call tools; answer with the summary only."
+)
+# Words asked for per token of room: markdown summaries full of paths and identifiers run
+# 1.3-2 tokens a word (cl100k on the demo's summary: 1.6), so half a word a token leaves room.
+WORDS_PER_TOKEN = 0.5
+MIN_SUMMARY_TOKENS = 256  # less room than this makes no useful summary
 
 SUMMARY_HEADER = "<session-state compacted_at={when} tokens_before={tokens}>"
 PLACEHOLDER = (
@@ -119,7 +138,7 @@ class IdleConfig:
     ttl_s: float | None = None  # None: follows the session's model and cache setting
     keep_turns: int = 2  # raw turns kept after the summary...
     max_tail_tokens: int = 20_000  # ...cut short at an assistant message when they are longer
-    summary_tokens: int = 5_000
+    summary_tokens: int = 5_000  # at most; less when the request's max_tokens leaves less
     resume_probability: float = 0.5
     profile: CacheProfile | None = None  # None: by the model's name
     verbatim_categories: tuple[str, ...] = ("requirement", "constraint", "decision")
@@ -139,6 +158,9 @@ def session_ttl(conversation: Conversation) -> float:
 class IdleCompactor:
     """Compacts a live conversation while the user is idle; preempted by any user activity.
 
+    `client`: the official async SDK client the session talks through
+    (`anthropic.AsyncAnthropic` or `openai.AsyncOpenAI`).
+
     `classifier`: anything with `predict(units)` returning objects with `.category`; "default"
     loads the shipped ImportanceClassifier lazily (falling back to a rule: user words are
     requirements, failed tool results errors); None uses the rule.
@@ -147,7 +169,7 @@ class IdleCompactor:
     def __init__(
         self,
         conversation: Conversation,
-        client: LLMClient,
+        client: Any,
         config: IdleConfig | None = None,
         *,
         clock: Clock | None = None,
@@ -157,6 +179,8 @@ class IdleCompactor:
         registry: FileRegistry | None = None,
         session_id: str = "session",
     ) -> None:
+        if client_api(client) != conversation.api:
+            raise ValueError(f"a {client_api(client)} client for a {conversation.api} conversation")
         self.conversation = conversation
         self.client = client
         self.config = config or IdleConfig()
@@ -238,6 +262,17 @@ class IdleCompactor:
         """T_trigger: seconds after the turn end at which the compaction fires."""
         return max(0.0, self.ttl - self.config.safety_s)
 
+    @property
+    def summary_budget(self) -> int:
+        """Tokens the summary may take: `summary_tokens`, or less if max_tokens leaves less."""
+        room = self.conversation.max_output_tokens
+        return self.config.summary_tokens if room is None else min(self.config.summary_tokens, room)
+
+    @property
+    def summary_words(self) -> int:
+        """The word limit the instruction states, derived from `summary_budget`."""
+        return int(self.summary_budget * WORDS_PER_TOKEN)
+
     def cache_expired(self) -> bool:
         return self.last_turn_end is not None and self.clock.now() - self.last_turn_end >= self.ttl
 
@@ -253,11 +288,17 @@ class IdleCompactor:
                 )
         if tokens < cfg.min_context_tokens:
             return False, f"context {tokens:,} < {cfg.min_context_tokens:,} tokens"
+        if self.summary_budget < MIN_SUMMARY_TOKENS:
+            return False, (
+                f"max_tokens leaves {self.summary_budget:,} tokens for a summary "
+                f"< {MIN_SUMMARY_TOKENS}"
+            )
         tail = self._tail_start()
         if tail is None:
             return False, f"fewer than {cfg.keep_turns + 1} turns: nothing to summarize"
-        compacted = self._estimate_tokens(self.conversation.messages[tail:]) + cfg.summary_tokens
-        est = estimate(tokens, compacted, cfg.summary_tokens, self.profile)
+        budget = self.summary_budget
+        compacted = self._estimate_tokens(self.conversation.messages[tail:]) + budget
+        est = estimate(tokens, compacted, budget, self.profile)
         if not est.worth_it(cfg.resume_probability):
             return False, (
                 f"not worth it on {self.profile.name}: break-even p {est.break_even:.0%} "
@@ -282,32 +323,42 @@ class IdleCompactor:
         tail = self._tail_start()
         if tail is None:
             return False
+        if self.summary_budget < MIN_SUMMARY_TOKENS:
+            self.audit.record(
+                "rejected",
+                trigger=trigger,
+                reason=f"max_tokens leaves {self.summary_budget} tokens for a summary",
+            )
+            return False
         self.state = COMPACTING
-        instruction = {
-            "role": "user",
-            "content": INSTRUCTION.format(words=int(self.config.summary_tokens * 0.75)),
-        }
+        words = self.summary_words
+        instruction = {"role": "user", "content": INSTRUCTION.format(words=words)}
         before = snap.encode()
         expected_hit = (
             0.0 if self.cache_expired() else (len(before) - 2) / len(snap.encode([instruction]))
         )
         labelling = self._start_labelling()
         try:
-            done = await self.client.complete(snap, [instruction])
+            done = await complete(self.client, snap, [instruction])
             await labelling
         except LLMError as e:
             self.state = ACTIVE
-            self.audit.record("failed", trigger=trigger, error=str(e))
+            self.audit.record("failed", trigger=trigger, reason=str(e))
             return False
-        summary = done.text.strip()
-        if not summary or conv.version != version:
+        why = incomplete(done)
+        if why or conv.version != version:
             self.state = ACTIVE
             self.audit.record(
-                "failed" if not summary else "stale",
+                "rejected" if why else "stale",
                 trigger=trigger,
+                reason=why or "the conversation changed while the summary was written",
+                stop_reason=done.stop_reason,
+                words_asked=words,
                 tokens_before=self.context_tokens,
+                compaction_usage=done.usage,
             )
             return False
+        summary = done.text.strip()
         # no await from here on: the splice is atomic with respect to the user's next turn
         try:
             archive = self.audit.archive(snap, "compact")
@@ -316,9 +367,10 @@ class IdleCompactor:
             log.warning("idle compaction skipped: cannot archive the transcript: %s", e)
             return False
         block, carried = self._summary_block(snap.messages[:tail], summary, archive.name)
-        conv.replace([{"role": "user", "content": block}, *snap.messages[tail:]])
-        after = conv.encode()
+        messages = [{"role": "user", "content": block}, *snap.messages[tail:]]
+        after = Conversation(**{**vars(conv), "messages": messages}).encode()
         tokens_after = round(self.context_tokens * len(after) / len(before))
+        # audited before it is applied: a mutation the log cannot hold does not happen
         self.audit.record(
             "compact",
             trigger=trigger,
@@ -326,14 +378,17 @@ class IdleCompactor:
             tokens_after=tokens_after,
             bytes_before=len(before),
             bytes_after=len(after),
+            sha256_before=sha256(before).hexdigest(),
             estimated_cache_hit=round(expected_hit, 4),
             cache_hit=_cache_hit(done.usage),
             compaction_usage=done.usage,
+            words_asked=words,
             summary_tokens=self._count(summary),
             verbatim_units=carried,
             kept_messages=len(snap.messages) - tail,
             archive=str(archive),
         )
+        conv.replace(messages)
         self.tokens_after_compaction = tokens_after
         self.context_tokens = tokens_after
         self._observed = len(conv.messages)
@@ -372,8 +427,7 @@ class IdleCompactor:
             messages[u.extra["msg"]] = replace_tool_result(
                 conv.api, messages[u.extra["msg"]], u.extra["block"], text
             )
-        conv.replace(messages)
-        after = conv.encode()
+        after = Conversation(**{**vars(conv), "messages": messages}).encode()
         tokens_after = round(self.context_tokens * len(after) / len(before))
         self.audit.record(
             "truncate",
@@ -382,10 +436,12 @@ class IdleCompactor:
             tokens_after=tokens_after,
             bytes_before=len(before),
             bytes_after=len(after),
+            sha256_before=sha256(before).hexdigest(),
             estimated_cache_hit=0.0,  # the cache is cold: the prefix is prefilled anew either way
             replaced=len(stale),
             archive=str(archive),
         )
+        conv.replace(messages)
         self.context_tokens = tokens_after
         return len(stale)
 
@@ -440,7 +496,7 @@ class IdleCompactor:
             for u in to_units(self.conversation.api, old)
             if self._label(u) in cfg.verbatim_categories
         ]
-        units.sort(key=lambda u: (CATEGORY_INDEX[self._label(u)], u.index))
+        units.sort(key=lambda u: (CATEGORY_INDEX[self._label(u) or ""], u.index))  # all labelled
         picked, used = [], 0
         for u in units:
             cost = self._count(u.text)
@@ -499,6 +555,22 @@ class IdleCompactor:
             except Exception as e:  # noqa: BLE001 - a broken model must not break the session
                 log.warning("importance classifier failed (%s); using the rule", e)
         return [_rule_category(u) for u in units]
+
+
+def incomplete(done: Completion) -> str | None:
+    """Why a compaction answer is not a whole summary; None when it is."""
+    if not done.ended:
+        return "the stream closed before its end"
+    if done.stop_reason not in ("end_turn", "stop"):
+        cut = done.stop_reason in ("max_tokens", "length")
+        return f"stop_reason {done.stop_reason}" + (": the summary was cut off" if cut else "")
+    if not done.text.strip():
+        return "empty summary"
+    present = {line.strip().strip("#*: ").lower() for line in done.text.splitlines()}
+    missing = [name for name, _ in SECTIONS if name.lower() not in present]
+    if missing:
+        return f"missing section{'s' * (len(missing) > 1)}: {', '.join(missing)}"
+    return None
 
 
 def _key(u: Unit) -> tuple[int, int]:

@@ -529,7 +529,7 @@ class IdleSessions:
         why = compactor.turn_ended(tap.usage)
         log.debug("winnow proxy: idle compaction of %s: %s", plan.conversation, why)
         if compactor.state != "armed":
-            asyncio.get_running_loop().create_task(client.aclose())
+            asyncio.get_running_loop().create_task(client.close())
             return
         s = _Idle(compactor, client)
         old = self.sessions.pop(plan.conversation, None)
@@ -552,7 +552,7 @@ class IdleSessions:
             s.chain = self.rewriter.remember_compacted(plan, s.compactor.conversation.messages[:-1])
             s.installed = True
         finally:
-            await s.client.aclose()  # the credentials go with it
+            await s.client.close()  # the credentials go with it
 
     async def close(self) -> None:
         for s in list(self.sessions.values()):

@@ -64,6 +64,10 @@ def _run_proxy(args: argparse.Namespace) -> int:
         return _fail(f"--port must be in 1-65535, not {args.port}")
     if not args.timeout > 0:
         return _fail(f"--timeout must be a positive number of seconds, not {args.timeout}")
+    if args.audit:
+        from winnow.cli import check_output
+
+        check_output(args.audit, folder=True)
     try:
         import uvicorn
 

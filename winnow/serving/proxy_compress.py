@@ -93,12 +93,13 @@ def idle_compactor(
     audit: Any = None,
     session_id: str = "session",
 ) -> tuple[Any, Any]:
-    """(IdleCompactor, its client) for a conversation the proxy relayed: the client speaks to
-    `base_url` (the SDK's base URL) with the headers of the conversation's last request."""
+    """(IdleCompactor, its client) for a conversation the proxy relayed: the official SDK
+    client speaks to `base_url` (the SDK's base URL) with the headers of the conversation's
+    last request, its credentials and no others."""
     from winnow.runtime.idle import IdleCompactor
-    from winnow.runtime.llm import LLMClient
+    from winnow.runtime.llm import relaying_client
 
-    client = LLMClient(base_url, api=conversation.api, headers=headers)
+    client = relaying_client(conversation.api, base_url, headers, max_retries=0)
     compactor = IdleCompactor(
         conversation,
         client,

@@ -8,23 +8,34 @@ answers `{"body": ..., "winnow": {...}}`: `body` is the compressed request in th
 complete (every field and block winnow did not change is as it was, so it can be sent to the
 provider as it is), and `winnow` holds winnow's figures. Bad input is a 4xx with a one-line
 `detail`, never a 500.
+
+Before any body is read, an ASGI guard checks the bearer token (401), the declared size
+(413) and the uploads in flight (503 past `max_uploads`); a body must then arrive within
+`body_timeout_s` (408) and under `max_bytes` (413), and all bodies being received together
+stay under `max_buffered_bytes` (503): however many clients stall mid-upload, they hold at
+most that much memory, for at most the timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from winnow import __version__
 from winnow.data.readers import ReadReport, parse
 from winnow.data.readers.anthropic_messages import is_anthropic
-from winnow.data.schema import KINDS, ROLES, Unit
+from winnow.data.readers.base import BadRecord
+from winnow.data.readers.normalized import unit_from_record
+from winnow.data.schema import Unit
 
 Format = Literal["units", "openai", "anthropic"]
 
@@ -37,6 +48,9 @@ class ServiceConfig:
     token: str | None = None  # when set, /v1/* require `Authorization: Bearer <token>`
     max_bytes: int = 8 * 1024 * 1024  # larger request bodies get 413
     threads: int = 1  # onnxruntime intra-op threads per request
+    body_timeout_s: float = 30.0  # a body not received in full by then gets 408
+    max_uploads: int = 8  # request bodies read at once; more get 503
+    max_buffered_bytes: int = 32 * 1024 * 1024  # of all bodies being read; past it, 503
 
 
 class ConversationIn(BaseModel):
@@ -60,33 +74,57 @@ class CompressIn(ConversationIn):
     )
 
 
-class _BodyLimit:
-    """ASGI middleware answering 413 to a body over `max_bytes`, declared or streamed.
+class _Guard:
+    """ASGI middleware: auth, size, concurrency and time limits, all before the app runs.
 
-    The body is read here, up to the limit, and replayed to the app: an error raised from the
-    app's own read would be turned into a 400 by FastAPI's body parsing.
+    The body is read here and replayed to the app: an error raised from the app's own read
+    would be turned into a 400 by FastAPI's body parsing.
     """
 
-    def __init__(self, app: Any, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: Any, config: ServiceConfig):
+        self.app, self.config = app, config
+        self.uploads = 0  # bodies being read now (one event loop: no lock needed)
+        self.buffered = 0  # their bytes so far
+        # one body of the largest size always fits, whatever the two settings say
+        self.budget = max(config.max_buffered_bytes, config.max_bytes + 65536)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        too_big = JSONResponse({"detail": f"request body over {self.max_bytes} bytes"}, 413)
-        declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            return await too_big(scope, receive, send)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # client went away
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_bytes:
-                return await too_big(scope, receive, send)
-            more = message.get("more_body", False)
+        cfg, headers = self.config, dict(scope["headers"])
+        refusal = self._refusal(scope["path"], headers)
+        if refusal is not None:  # answered without reading a byte of the body
+            return await refusal(scope, receive, send)
+        if headers.get(b"content-length", b"0") == b"0" and b"transfer-encoding" not in headers:
+            return await self.app(scope, receive, send)  # no body: nothing to hold
+        if self.uploads >= cfg.max_uploads:
+            busy = _refuse(
+                503, f"{cfg.max_uploads} uploads in progress; retry", {"retry-after": "1"}
+            )
+            return await busy(scope, receive, send)
+        self.uploads += 1
+        body = bytearray()
+        try:
+            done = await asyncio.wait_for(self._read(receive, body), cfg.body_timeout_s)
+        except asyncio.TimeoutError:
+            late = _refuse(408, f"request body not received within {cfg.body_timeout_s:g} s")
+            return await late(scope, receive, send)
+        except _Full:
+            full = _refuse(
+                503, "too many request bodies being received; retry", {"retry-after": "1"}
+            )
+            return await full(scope, receive, send)
+        finally:
+            self.uploads -= 1
+            self.buffered -= len(body)
+        if not done:  # the client went away
+            return None
+        if len(body) > cfg.max_bytes:
+            return await self._too_big()(scope, receive, send)
+        if (b"NaN" in body or b"Infinity" in body) and _nonstandard_json(body):
+            # Python's parser takes them; the answer, which may echo them, could not be written
+            bad = _error(422, "request body holds NaN or Infinity, which JSON does not have")
+            return await bad(scope, receive, send)
         replayed = False
 
         async def replay() -> dict:
@@ -94,9 +132,70 @@ class _BodyLimit:
             if replayed:
                 return await receive()
             replayed = True
-            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
 
         await self.app(scope, replay, send)
+
+    def _refusal(self, path: str, headers: dict[bytes, bytes]) -> JSONResponse | None:
+        cfg = self.config
+        if cfg.token is not None and path.startswith("/v1/"):
+            given = headers.get(b"authorization", b"")
+            if not hmac.compare_digest(given, f"Bearer {cfg.token}".encode()):
+                return _refuse(401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > cfg.max_bytes:
+            return self._too_big()
+        return None
+
+    def _too_big(self) -> JSONResponse:
+        return _refuse(413, f"request body over {self.config.max_bytes} bytes")
+
+    async def _read(self, receive: Any, body: bytearray) -> bool:
+        """Read the body into `body`; False when the client disconnected. Stops one chunk
+        past `max_bytes`; `_Full` past `max_buffered_bytes` of all bodies together."""
+        more = True
+        while more and len(body) <= self.config.max_bytes:
+            message = await receive()
+            if message["type"] != "http.request":
+                return False
+            chunk = message.get("body", b"")
+            if self.buffered + len(chunk) > self.budget:
+                raise _Full
+            body += chunk
+            self.buffered += len(chunk)
+            more = message.get("more_body", False)
+        return True
+
+
+class _Full(Exception):
+    pass
+
+
+def _nonstandard_json(body: bytearray) -> bool:
+    def reject(name: str) -> None:
+        raise _NonStandard(name)
+
+    try:
+        json.loads(body, parse_constant=reject)
+    except _NonStandard:
+        return True
+    except (ValueError, RecursionError):  # not JSON at all: FastAPI says so
+        return False
+    return False
+
+
+class _NonStandard(Exception):
+    pass
+
+
+def _refuse(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An answer given before the body was read in full: the connection closes with it, so
+    that the rest of the body is never read."""
+    return _error(status, detail, {**(headers or {}), "connection": "close"})
+
+
+def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status, headers=headers)
 
 
 def detect_format(body: ConversationIn) -> Format:
@@ -140,15 +239,13 @@ _INTERNAL = ("raw", "request", "shell")  # how to write a unit back as its block
 
 
 def _check_unit(d: Any, i: int) -> Unit:
+    """A request's unit, every field type checked as the normalized reader checks a line."""
     if not isinstance(d, dict):
         raise ValueError(f"units[{i}] is not an object")
-    for key, allowed in (("role", ROLES), ("kind", KINDS)):
-        if d.get(key) not in allowed:
-            raise ValueError(f"units[{i}].{key} must be one of {', '.join(allowed)}")
-    if not isinstance(d.get("text"), str):
-        raise ValueError(f"units[{i}].text must be a string")
-    d = {"id": f"request:{i}", "session_id": "request", "index": i, **d}
-    return Unit.from_dict(d)
+    try:
+        return unit_from_record({"id": f"request:{i}", "session_id": "request", **d}, i)
+    except BadRecord as e:
+        raise ValueError(f"units[{i}]: {e}") from None
 
 
 def render(units: list[Unit], fmt: Format) -> dict[str, Any]:
@@ -178,7 +275,18 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         version=__version__,
         description="Classify the units of a coding-agent conversation by importance and compress it.",
     )
-    app.add_middleware(_BodyLimit, max_bytes=config.max_bytes)
+    app.add_middleware(_Guard, config=config)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer echoes each bad input: a whole upload, or values JSON cannot hold
+        errors = [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, 422)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError) -> JSONResponse:
+        # JSON nested deeper than Python's parser recurses (FastAPI would answer 500)
+        return _error(422, "request body nested too deeply")
 
     def authorize(request: Request) -> None:
         if config.token is None:

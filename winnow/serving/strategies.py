@@ -144,9 +144,9 @@ def _shrink_call(text: str) -> str:
     """A tool call's JSON input with its path kept, edit strings cut to heads and changed lines."""
     try:
         args = json.loads(text)
-    except ValueError:
+        return _compact_json(_shrink_value(args, None, args))
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return shrink_code(text)
-    return _compact_json(_shrink_value(args, None, args))
 
 
 def _shrink_value(value: Any, key: str | None, parent: Any) -> Any:

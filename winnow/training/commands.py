@@ -9,6 +9,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from winnow.cli import (
+    CommandError,
+    check_inputs,
+    check_output,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+
 
 def _fail(command: str, message: str) -> int:
     print(f"winnow {command}: {message}", file=sys.stderr)
@@ -25,28 +35,42 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     t, m = TrainConfig(), ModelConfig()
     p.add_argument("data", metavar="DATA_DIR", help="a data set folder from `winnow dataset`")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="model directory to write")
-    p.add_argument("--epochs", type=int, default=t.epochs, help="at most (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=t.batch_size, help="(default: %(default)s)")
     p.add_argument(
-        "--lr", type=float, default=t.lr, help="peak learning rate (default: %(default)s)"
+        "--epochs", type=positive_int, default=t.epochs, help="at most (default: %(default)s)"
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int, default=t.batch_size, help="(default: %(default)s)"
+    )
+    p.add_argument(
+        "--lr", type=positive_float, default=t.lr, help="peak learning rate (default: %(default)s)"
     )
     p.add_argument(
         "--heuristic-weight",
-        type=float,
+        type=non_negative_float,
         default=t.heuristic_weight,
         help="loss weight of heuristic labels; hand labels weigh 1 (default: %(default)s)",
     )
-    p.add_argument("--patience", type=int, default=t.patience, help="(default: %(default)s)")
+    p.add_argument(
+        "--patience", type=non_negative_int, default=t.patience, help="(default: %(default)s)"
+    )
     p.add_argument("--seed", type=int, default=t.seed, help="(default: %(default)s)")
     p.add_argument(
-        "--threads", type=int, default=t.threads, help="torch threads (default: %(default)s)"
+        "--threads",
+        type=positive_int,
+        default=t.threads,
+        help="torch threads (default: %(default)s)",
     )
     p.add_argument(
-        "--max-len", type=int, default=m.max_len, help="tokens per unit (default: %(default)s)"
+        "--max-len",
+        type=positive_int,
+        default=m.max_len,
+        help="tokens per unit (default: %(default)s)",
     )
-    p.add_argument("--d-model", type=int, default=m.d_model, help="(default: %(default)s)")
-    p.add_argument("--layers", type=int, default=m.n_layers, help="(default: %(default)s)")
-    p.add_argument("--vocab-size", type=int, default=m.vocab_size, help="(default: %(default)s)")
+    p.add_argument("--d-model", type=positive_int, default=m.d_model, help="(default: %(default)s)")
+    p.add_argument("--layers", type=positive_int, default=m.n_layers, help="(default: %(default)s)")
+    p.add_argument(
+        "--vocab-size", type=positive_int, default=m.vocab_size, help="(default: %(default)s)"
+    )
     p.add_argument("--name", help="model name in config.json (default: the folder name)")
 
 
@@ -68,11 +92,21 @@ def _train_config(args: argparse.Namespace):
 def _run_train(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from winnow.classifier.config import ModelConfig
+    from winnow.classifier.tokenizer import SPECIAL_TOKENS
     from winnow.cli import reject_stdout
-    from winnow.training.trainer import Trainer
 
     if error := reject_stdout(args.output, "a model is a folder of files"):
         return _fail("train", error)
+    heads = ModelConfig().n_heads
+    if args.d_model % heads:
+        raise CommandError(f"--d-model must be a multiple of the {heads} attention heads")
+    if args.vocab_size <= len(SPECIAL_TOKENS):
+        raise CommandError(f"--vocab-size must be over the {len(SPECIAL_TOKENS)} special tokens")
+    check_inputs([args.data])
+    check_output(args.output, folder=True)
+    from winnow.training.trainer import Trainer
+
     console = Console(stderr=True)
     try:
         result = Trainer(_train_config(args), console=console).fit(args.data)
@@ -233,6 +267,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         return _run_by_source(args)
     if not args.model or not args.data:
         return _fail("evaluate", "give MODEL and DATA (or --by-source)")
+    check_inputs([args.data] + ([] if args.model == "default" else [args.model]))
+    check_output(args.confusion)
+    if args.json:
+        check_output(args.json)
     console = Console()
     try:
         report = evaluate_model(
@@ -294,7 +332,10 @@ def _add_classify(p: argparse.ArgumentParser) -> None:
         "--model", metavar="DIR", help="model directory (default: the shipped winnow-small)"
     )
     p.add_argument(
-        "--threads", type=int, default=1, help="ONNX Runtime threads (default: %(default)s)"
+        "--threads",
+        type=positive_int,
+        default=1,
+        help="ONNX Runtime threads (default: %(default)s)",
     )
 
 
@@ -311,6 +352,9 @@ def _run_classify(args: argparse.Namespace) -> int:
     from winnow.data.readers import ReadReport, read_paths
     from winnow.serving.classifier import ImportanceClassifier, ModelError
 
+    check_inputs(args.paths)
+    if args.output:
+        check_output(args.output)
     err = Console(stderr=True)
     report = ReadReport()
     units = list(read_paths(args.paths, report))

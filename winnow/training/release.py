@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from winnow.cli import check_inputs, check_output, positive_int, share
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TRACES = REPO.parent / "shared" / "traces"
 DEFAULT_LABELS = REPO / "data" / "labels"
@@ -51,11 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--work", help="keep the intermediate Parquet files here (default: a temporary folder)"
     )
-    p.add_argument("--epochs", type=int, help="override TrainConfig.epochs")
+    p.add_argument("--epochs", type=positive_int, help="override TrainConfig.epochs")
     p.add_argument("--seed", type=int, default=0, help="first seed (default: %(default)s)")
     p.add_argument(
         "--seeds",
-        type=int,
+        type=positive_int,
         default=1,
         help="n-gram: seeds of the leave-one-source-out run (its figures are their mean); "
         "transformer: train this many and keep the best by validation macro-F1 "
@@ -81,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--must-keep-recall",
-        type=float,
+        type=share,
         default=0.95,
         help="must-keep recall the decision threshold is fitted to on out-of-fold "
         "predictions (default: %(default)s)",
@@ -147,6 +149,13 @@ def load_corpus(traces: Path, labels: list[str], work: Path, console) -> tuple:
 
 
 def run(args: argparse.Namespace) -> int:
+    teacher = [args.teacher] if getattr(args, "teacher", None) else []
+    check_inputs([args.traces, *_label_files(args), *teacher])  # before any work: one line
+    check_output(args.output, folder=True)
+    if getattr(args, "cache", None):
+        check_output(args.cache, folder=True)
+    if args.work:
+        check_output(args.work, folder=True)
     if getattr(args, "kind", "ngram") == "transformer":
         return _run_transformer(args)
     return _run_ngram(args)

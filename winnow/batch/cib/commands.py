@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from winnow.cli import check_inputs, check_output, non_negative_int, positive_float, positive_int
+
 TPS = (1_000, 5_000, 20_000)  # prefill speeds the plan quotes when --tps is not given
 
 
@@ -38,7 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="target occupancies, percent of the window (default: 10,20,...,90)",
     )
     p.add_argument(
-        "--n", type=int, default=25, help="probes per bucket and arm (default: %(default)s)"
+        "--n",
+        type=positive_int,
+        default=25,
+        help="probes per bucket and arm (default: %(default)s)",
     )
     p.add_argument(
         "--arms",
@@ -60,13 +65,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--probes", help="your own probes, JSONL (default: generated offline)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated probes")
-    p.add_argument("--concurrency", type=int, default=4, help="requests in flight (default: 4)")
-    p.add_argument("--max-tokens", type=int, default=64, help="answer length cap (default: 64)")
     p.add_argument(
-        "--max-retries", type=int, default=6, help="retries on 429 / 5xx, with backoff (default: 6)"
+        "--concurrency", type=positive_int, default=4, help="requests in flight (default: 4)"
     )
     p.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds per request (default: 600)"
+        "--max-tokens", type=positive_int, default=64, help="answer length cap (default: 64)"
+    )
+    p.add_argument(
+        "--max-retries",
+        type=non_negative_int,
+        default=6,
+        help="retries on 429 / 5xx, with backoff (default: 6)",
+    )
+    p.add_argument(
+        "--timeout", type=positive_float, default=600.0, help="seconds per request (default: 600)"
     )
     p.add_argument(
         "--render",
@@ -80,7 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only count the requests and prompt tokens the run would send, and the time they take",
     )
-    p.add_argument("--tps", type=float, help="prefill tokens per second, for --plan's time")
+    p.add_argument(
+        "--tps", type=positive_float, help="prefill tokens per second, for --plan's time"
+    )
     p.add_argument("-o", "--output", help="folder for results.jsonl, report.html and the plots")
 
 
@@ -94,10 +108,14 @@ def run(args: argparse.Namespace) -> int:
 
     def fail(message: str) -> int:
         err.print(f"winnow cib: {message}", markup=False)
-        return 2
+        return 1
 
     if not args.plan and not (args.base_url and args.model and args.output):
         return fail("--base-url, --model and -o are required (or --plan to only count)")
+    if args.probes:
+        check_inputs([args.probes])
+    if args.output:
+        check_output(args.output, folder=True)
     try:
         config = CIBConfig(
             base_url=args.base_url,
@@ -198,7 +216,7 @@ def _run(bench: Any, output: str, err: Any) -> int:
         summary = bench.run(output, on_start=on_start, on_result=on_result, on_error=on_error)
     except RuntimeError as e:  # another run holds the results file
         err.print(f"winnow cib: {e}", markup=False)
-        return 2
+        return 1
     finally:
         progress.stop()
     for line in summary.notes:

@@ -3,10 +3,12 @@
 Records are read as they are: ids, indexes and extra fields (category, scores, source, ...)
 are kept exactly. A record with a field of the wrong type is reported and skipped, except an
 index written as a whole number in a string or float, which is read as that number.
+`unit_from_record` is the same check for one record (the HTTP service uses it too).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,9 @@ _REQUIRED = ("session_id", "role", "kind", "text")
 _FIRST_KEYS = re.compile(r'^\s*\{\s*"id"\s*:\s*"[^"]*"\s*,\s*"session_id"\s*:')
 _OPTIONAL_STR = ("tool_name", "call_id", "timestamp")
 MAX_INDEX = 2**63 - 1  # the Parquet column is int64
-_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() also takes "²", which int() refuses
+_DIGITS = re.compile(
+    r"[0-9]{1,19}"
+)  # ASCII only: str.isdigit() also takes "²", which int() refuses
 _PROVIDERS = ("anthropic_messages", "openai_chat")
 
 
@@ -40,7 +44,8 @@ class NormalizedReader:
         ids: dict[str, tuple[int, int]] = {}  # id -> (line, hash of the record)
         for lineno, obj in iter_json_lines(path, report):
             try:
-                unit = _unit(obj, counts)
+                sid = obj.get("session_id") if isinstance(obj, dict) else None
+                unit = unit_from_record(obj, counts.get(sid, 0) if isinstance(sid, str) else 0)
             except BadRecord as e:
                 report.problem(path, lineno, f"{e}, record skipped")
                 continue
@@ -62,7 +67,9 @@ class NormalizedReader:
             yield unit
 
 
-def _unit(obj: Any, counts: dict[str, int]) -> Unit:
+def unit_from_record(obj: Any, position: int = 0) -> Unit:
+    """The Unit of one SCHEMA.md record; `BadRecord` (one line) when a field has the wrong
+    type. `position` is the index a record without one gets (its place in its session)."""
     if not isinstance(obj, dict):
         raise BadRecord(f"record is {_type(obj)}, expected an object")
     missing = [k for k in _REQUIRED if k not in obj]
@@ -84,7 +91,14 @@ def _unit(obj: Any, counts: dict[str, int]) -> Unit:
         raise BadRecord(
             f"wrong field type: `is_error` is {_type(obj['is_error'])}, expected boolean or null"
         )
-    index = _index(obj.get("index"), counts.get(obj["session_id"], 0))
+    scores = obj.get("scores")
+    if scores is not None and not (
+        isinstance(scores, dict) and all(_finite_number(v) for v in scores.values())
+    ):
+        raise BadRecord(
+            f"wrong field type: `scores` is {_type(scores)}, expected an object of finite numbers"
+        )
+    index = _index(obj.get("index"), position)
     uid = obj.get("id", f"{obj['session_id']}:{index}")
     if not isinstance(uid, str):
         raise BadRecord(f"wrong field type: `id` is {_type(uid)}, expected string")
@@ -117,6 +131,15 @@ def _short(value: Any) -> str:
 
 def _digest(u: Unit) -> int:
     return hash((u.session_id, u.index, u.role, u.kind, u.text, u.tool_name, u.call_id))
+
+
+def _finite_number(value: Any) -> bool:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
 
 
 def _type(value: Any) -> str:

@@ -45,43 +45,67 @@ def latest_usage(transcript: Path) -> dict | None:
     return None
 
 
+class HookError(Exception):
+    """A problem with the hook's input or environment, in one line."""
+
+
 def main(stdin=sys.stdin, stdout=sys.stdout, env=os.environ) -> int:
+    """Record the sample; on any problem at all, one line on stderr and exit 0."""
+    try:
+        return _record(stdin, stdout, env)
+    except HookError as e:
+        note = str(e)
+    except RecursionError:
+        note = "hook input nested too deeply"
+    except OSError as e:
+        note = f"{e.strerror or e}: {e.filename}" if e.filename else str(e)
+    except Exception as e:  # noqa: BLE001 - the hook promises never to fail the tool call
+        note = f"{type(e).__name__}: {e}"
+    note = " ".join(note.split())[:300]
+    print(f"winnow hook: {note}; context not recorded", file=sys.stderr)
+    return 0
+
+
+def _record(stdin, stdout, env) -> int:
     try:
         from winnow.runtime.budget import DEFAULT_WINDOW, ContextBudget, env_threshold
-    except ImportError:
-        print(
-            "winnow hook: winnow is not installed for this python; context not recorded",
-            file=sys.stderr,
-        )
-        return 0
+    except ImportError as e:
+        raise HookError(f"winnow is not installed for this python ({e})") from None
     try:
         event = json.loads(stdin.read() or "{}")
         transcript = Path(event["transcript_path"]).expanduser()
         cwd = Path(event.get("cwd") or ".")
-        window = int(env.get("HARNESS_CTX_WINDOW") or DEFAULT_WINDOW)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        print(
-            f"winnow hook: bad hook input ({e.__class__.__name__}: {e}); context not recorded",
-            file=sys.stderr,
+        raise HookError(f"bad hook input ({e.__class__.__name__}: {e})") from None
+    raw_window = env.get("HARNESS_CTX_WINDOW") or str(DEFAULT_WINDOW)
+    try:
+        window = int(raw_window)
+    except ValueError:
+        window = 0
+    if window <= 0:
+        raise HookError(
+            f"HARNESS_CTX_WINDOW must be a positive number of tokens, got {raw_window!r}"
         )
-        return 0
     try:
         usage = latest_usage(transcript)
     except OSError as e:
-        print(f"winnow hook: cannot read {transcript}: {e.strerror or e}", file=sys.stderr)
-        return 0
+        raise HookError(f"cannot read {transcript}: {e.strerror or e}") from None
     if usage is None:
         return 0  # no assistant turn yet
     state = cwd / ".winnow"
-    budget = ContextBudget(
-        env.get("HARNESS_CTX_LOG") or state / "budget.jsonl",
-        window=window,
-        threshold=env_threshold(environ=env),
-        checkpoint_path=state / "checkpoint.md",
-    )
-    sample = budget.record(
-        usage, source=f"claude-code:{event.get('session_id', '')}:{event.get('tool_name', '')}"
-    )
+    log = env.get("HARNESS_CTX_LOG") or state / "budget.jsonl"
+    try:
+        budget = ContextBudget(
+            log,
+            window=window,
+            threshold=env_threshold(environ=env),
+            checkpoint_path=state / "checkpoint.md",
+        )
+        sample = budget.record(
+            usage, source=f"claude-code:{event.get('session_id', '')}:{event.get('tool_name', '')}"
+        )
+    except ValueError as e:  # usage figures that are not token counts
+        raise HookError(str(e)) from None
     if not sample.crossed:
         return 0
     reason = (
