@@ -10,6 +10,7 @@ from api_validate import validate_anthropic, validate_openai
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from winnow.serving.compressor import CompressorConfig, SemanticCompressor
 from winnow.serving.proxy_compress import default_compressor
 from winnow.serving.proxy_state import (
     Rewriter,
@@ -164,6 +165,44 @@ def test_prefix_bytes_hold_and_one_breakpoint_closes_them(compressor):
         assert json.dumps(head[-1]["content"][-1]).count("cache_control") == 1
         cut = a.data.index(json.dumps(a.body["messages"][len(head)]).encode())  # the client's bytes
         assert a.data[:cut] == b.data[:cut]
+
+
+class ByKind:
+    """A categorizer (contract C2) that drops the tool loop whole: the task and the agent's words
+    must-keep, every call and result an acknowledgment."""
+
+    def predict(self, units):
+        return [
+            "acknowledgment"
+            if u.kind in ("tool_call", "tool_result")
+            else "requirement"
+            if u.role == "user"
+            else "decision"
+            for u in units
+        ]
+
+
+def test_a_history_compressed_to_end_with_the_assistant_is_closed_by_its_breakpoint():
+    # compressed, the history ends with the assistant's words (its results went), and the raw
+    # tail opens with the assistant too: the user turn between them is the prefix's own, so
+    # the breakpoint on it closes every byte before the tail
+    task = "Fix the flaky test in tests/test_api.py; keep the schema. " * 100  # over 1,024 tokens
+    config = CompressorConfig(on_must_keep_overflow="summarize_largest")  # the proxy's
+    compressor = SemanticCompressor(classifier=ByKind(), config=config)
+    rw = Rewriter(RewriterConfig(budget=6_000), compressor=compressor)
+    plans = [
+        rw.plan_request("anthropic", body_bytes([{"role": "user", "content": task}, *m[1:]]))
+        for m in conversation(12)
+    ]
+    closed = 0
+    for plan in plans:
+        if plan.body is None:
+            continue
+        assert validate_anthropic(plan.body) == []
+        head = plan.body["messages"][: plan.messages_out - (plan.messages_in - plan.covered)]
+        assert json.dumps(head[-1]["content"][-1]).count("cache_control") == 1
+        closed += head[-2]["role"] == "assistant"
+    assert closed  # the case arose
 
 
 def test_breakpoints_stay_within_four_and_in_ttl_order(compressor):

@@ -34,7 +34,7 @@ from winnow.serving.proxy_compress import (
     default_compressor,
     message_tokens,
 )
-from winnow.serving.render import MAX_BREAKPOINTS, min_cacheable_tokens
+from winnow.serving.render import CONTINUED, MAX_BREAKPOINTS, min_cacheable_tokens
 
 __all__ = [
     "Parsed",
@@ -53,7 +53,7 @@ _MARKER = re.compile(
     r',\s*"cache_control"\s*:\s*\{[^{}]*\}|"cache_control"\s*:\s*\{[^{}]*\}\s*,?\s*'
 )
 PROBE = 4096  # characters of a prefix's text by which a request is matched to it
-_CONTINUED = "(continued)"  # what the renderer puts first when a run starts with the assistant
+_CONTINUED = CONTINUED  # what the renderer puts first when a run starts with the assistant
 
 
 # ASCII output: the encoder's fast path (about 10x faster on non-ASCII text), and any string
@@ -469,11 +469,15 @@ class Rewriter:
                 plan.tokens_out = plan.tokens_in
                 plan.reason = "over budget, but nothing before the last assistant turn"
                 return plan
-        if not new.messages:  # nothing left of the history: the tail must still open with a user
-            stub: dict[str, Any] = {"role": "user", "content": _CONTINUED}
-            if api == "anthropic":
-                stub["content"] = [{"type": "text", "text": _CONTINUED}]
-            new.messages = [stub]
+        if not new.messages or (
+            t < len(msgs)
+            and new.messages[-1].get("role") == "assistant"
+            and msgs[t].get("role") == "assistant"
+        ):
+            # nothing left of the history, or it ends with the assistant (the compression left
+            # out the last results) while the tail opens with it: the prefix closes with a user
+            # turn of its own, so that the breakpoint on it closes every byte before the tail
+            new.messages = [*new.messages, _stub(api)]
         new.tokens = sum(self._count(api, m, message_digest(m)) for m in new.messages)
         prefix = Prefix(
             covered=t,
@@ -782,11 +786,15 @@ def _join(
         merged = {**head[-1], "content": _content(head[-1]) + _content(rest[0])}
         return [*head[:-1], merged, *rest[1:]]
     if last == first == "assistant":
-        stub: dict[str, Any] = {"role": "user", "content": _CONTINUED}
-        if api == "anthropic":
-            stub["content"] = [{"type": "text", "text": _CONTINUED}]
-        return [*head, stub, *rest]
+        return [*head, _stub(api), *rest]
     return head + rest
+
+
+def _stub(api: str) -> dict[str, Any]:
+    """The user turn that keeps the roles alternating where the history has none."""
+    if api == "anthropic":
+        return {"role": "user", "content": [{"type": "text", "text": _CONTINUED}]}
+    return {"role": "user", "content": _CONTINUED}
 
 
 def _strip_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

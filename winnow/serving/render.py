@@ -19,7 +19,10 @@ requires). What the APIs require is repaired only where it is broken, so a valid
 as it is: a tool result sits first in the turn right after its call (a call without one gets
 a placeholder result; a result without its call becomes a note marked as a tool note, never
 user text), a server tool's use and result stay together in their turn (or both become
-notes), duplicate call ids are made unique, empty text is skipped.
+notes), duplicate call ids are made unique, empty text is skipped. An OpenAI call and its result
+are written in one style: OpenAI's legacy `function_call` and `function` message when either
+came so (an unanswered legacy call is valid as it is), else `tool_calls` and `tool` messages;
+a request that declares `functions` gets no `tools` list beside them.
 
 Rendering is deterministic and prefix-stable: the blocks of the units before a point where no
 tool pair is open do not depend on what follows; `scrub=True` masks timestamps in the texts
@@ -33,7 +36,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from winnow.data.schema import Unit
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control blocks per request
 TTLS = ("1h", "5m")  # longer-lived entries must come first
 NO_RESULT = "[no result recorded]"
+CONTINUED = "(continued)"  # the user turn put first when the Messages API wants one
 EMPTY_RESULT = "(no output)"
 DEFAULT_MAX_TOKENS = 8192  # for a request built from a transcript, which names none
 ANTHROPIC = "anthropic_messages"
@@ -145,6 +149,7 @@ class _Block:
     raw: Any = _NONE  # the provider's own block, written back unchanged
     u: Unit | None = None
     note: bool = False  # a stand-in winnow wrote (placeholder, tool note)
+    legacy: bool = False  # OpenAI's legacy `function_call` / `function` message
 
     @property
     def native(self) -> bool:
@@ -158,6 +163,7 @@ class _Msg:
     key: Any = None  # the input message it stands for (native units), else None
     shell: dict[str, Any] | None = None  # that message's own fields, in order
     whole: bool = False  # its content was one string (or empty), written back as such
+    fields: Sequence[str] | None = None  # the shell's fields its units stood for
 
 
 def _native(u: Unit, fmt: str) -> bool:
@@ -226,27 +232,31 @@ def _messages(units: Sequence[Unit], fmt: str, scrub: bool) -> tuple[list[_Block
                 continue
         shell = u.extra.get("shell") if native and isinstance(u.extra.get("shell"), dict) else None
         whole = native and u.extra.get("block", 0) is None
-        msgs.append(_Msg(role, [b], key, shell, whole))
+        fields = u.extra.get("unit_fields") if shell is not None else None
+        msgs.append(_Msg(role, [b], key, shell, whole, fields))
     system = [b for b in system if b.native or b.text.strip()]
     return system, msgs
 
 
 def _block(u: Unit, pos: int, fmt: str, scrub: bool, as_user_text: bool = False) -> _Block | None:
     """The block a unit becomes; None when there is nothing to send."""
+    native = _native(u, fmt)
+    legacy = native and fmt == OPENAI and _legacy(u)
     if _has_raw(u, fmt):
         raw = u.extra["raw"]
         kind = _raw_kind(raw, u, fmt)
         return _Block(
             kind,
             u.text,
-            _raw_id(raw, u, kind),
+            # a legacy call has no id of its own: the reader's, made valid, on both sides
+            _call_id(u, pos) if legacy else _raw_id(raw, u, kind),
             u.tool_name or "",
             bool(u.is_error),
             pos,
             raw=raw,
             u=u,
+            legacy=legacy,
         )
-    native = _native(u, fmt)
     text = scrub_volatile(u.text) if scrub else u.text
     if u.kind == "thinking":
         if native or (u.extra.get("format") in (ANTHROPIC, OPENAI)):
@@ -260,7 +270,8 @@ def _block(u: Unit, pos: int, fmt: str, scrub: bool, as_user_text: bool = False)
         u.kind == "tool_result" and block_type not in ("", "tool_result")
     )
     if u.kind == "tool_call" and u.role == "assistant" and not server:
-        return _Block("tool_use", text, _call_id(u, pos), _tool_name(u.tool_name), unit=pos, u=u)
+        name = _tool_name(u.tool_name)
+        return _Block("tool_use", text, _call_id(u, pos), name, unit=pos, u=u, legacy=legacy)
     if u.kind == "tool_result" and not server:
         return _Block(
             "tool_result",
@@ -270,6 +281,7 @@ def _block(u: Unit, pos: int, fmt: str, scrub: bool, as_user_text: bool = False)
             bool(u.is_error),
             pos,
             u=u,
+            legacy=legacy,
         )
     if server:  # a server tool's use or result that changed: it can only be a note now
         what = "call" if u.kind == "tool_call" else "result"
@@ -282,13 +294,23 @@ def _block(u: Unit, pos: int, fmt: str, scrub: bool, as_user_text: bool = False)
     return _Block("text", text, unit=pos, u=u)
 
 
+def _legacy(u: Unit) -> bool:
+    """An OpenAI unit of the legacy function calling: a `function_call` or a `function`
+    message (native units only)."""
+    shell = u.extra.get("shell")
+    role = shell.get("role") if isinstance(shell, dict) else None
+    return u.extra.get("field") == "function_call" or (
+        u.kind == "tool_result" and role == "function"
+    )
+
+
 def _raw_kind(raw: Any, u: Unit, fmt: str) -> str:
     if fmt == OPENAI:
         f = u.extra.get("field", "content")
-        if f == "tool_calls":
+        if f in ("tool_calls", "function_call"):
             return "tool_use"
         if u.kind == "tool_result":
-            return "tool_result" if (u.extra.get("shell") or {}).get("role") == "tool" else "legacy"
+            return "tool_result"
         if f == "empty":  # a message with no content at all: the unit only keeps it
             return "empty"
         return "field" if f != "content" else "other"
@@ -371,10 +393,14 @@ def _repair(msgs: list[_Msg], merge_assistant: bool) -> list[_Msg]:
 
 
 def _answer(turn: list[_Msg], calls: list[_Block]) -> None:
-    """Make `turn` start with exactly the results of `calls` (valid input is left alone)."""
-    ids = [c.id for c in calls]
+    """Make `turn` start with exactly the results of `calls` (valid input is left alone). A
+    legacy `function_call` without its `function` message stays unanswered, as the API
+    accepts it."""
     blocks = [b for m in turn for b in m.blocks]
     results = [b for b in blocks if b.kind == "tool_result"]
+    answered_ids = {b.id for b in results}
+    calls = [c for c in calls if not c.legacy or c.id in answered_ids]
+    ids = [c.id for c in calls]
     lead = 0
     while lead < len(blocks) and blocks[lead].kind == "tool_result":
         lead += 1
@@ -388,7 +414,8 @@ def _answer(turn: list[_Msg], calls: list[_Block]) -> None:
         if b.id in ids and b.id not in chosen:
             chosen[b.id] = b
     answered = [
-        chosen.get(c.id) or _Block("tool_result", NO_RESULT, c.id, c.name, unit=c.unit, note=True)
+        chosen.get(c.id)
+        or _Block("tool_result", NO_RESULT, c.id, c.name, unit=c.unit, note=True, legacy=c.legacy)
         for c in calls
     ]
     kept = set(map(id, answered))
@@ -465,7 +492,7 @@ def _renamed(b: _Block, new: str) -> _Block:
             raw["tool_use_id"] = new
         if "tool_call_id" in raw:
             raw["tool_call_id"] = new
-    return _Block(b.kind, b.text, new, b.name, b.is_error, b.unit, b.ttl, raw, b.u, b.note)
+    return replace(b, id=new, raw=raw)
 
 
 # --- Anthropic ---------------------------------------------------------------------------------
@@ -497,7 +524,7 @@ def to_anthropic(
     _restore_thinking(msgs)
     _no_bare_thinking(msgs, request)
     if msgs and msgs[0].role != "user" and not (msgs[0].key == ("msg", 0)):
-        msgs.insert(0, _Msg("user", [_Block("text", "(continued)", note=True)]))
+        msgs.insert(0, _Msg("user", [_Block("text", CONTINUED, note=True)]))
     tool_defs = request.get("tools") if request else None
     used = sorted({b.name for m in msgs for b in m.blocks if b.kind == "tool_use"})
     if tools is True and not tool_defs:
@@ -765,18 +792,20 @@ def _tool_name(name: str | None) -> str:
 def _tool_definitions(
     units: Sequence[Unit], fmt: str, used: Sequence[str], stub: Callable[[str], dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Tool definitions for a request of `fmt` that has none of its own: the function tools of
-    the other API's request the units were read from, translated (name, description, JSON
-    schema), then a stub for each tool the units call that it does not define."""
-    other = _request(units, OPENAI if fmt == ANTHROPIC else ANTHROPIC)
+    """Tool definitions for a request of `fmt` that has none of its own: the function tools
+    (and legacy `functions`) of the other API's request the units were read from, translated
+    (name, description, JSON schema), then a stub for each tool the units call that it does
+    not define."""
+    other = _request(units, OPENAI if fmt == ANTHROPIC else ANTHROPIC) or {}
     found: dict[str, dict[str, Any]] = {}
-    for t in (other or {}).get("tools") or ():
+    legacy = [{"type": "function", "function": f} for f in other.get("functions") or ()]
+    for t in [*(other.get("tools") or ()), *legacy]:
         if not isinstance(t, dict):
             continue
         f = t.get("function") if t.get("type") == "function" else t  # OpenAI wraps it
-        schema = f.get("parameters") if f is not t else t.get("input_schema")
         if not isinstance(f, dict) or not isinstance(f.get("name"), str):
             continue
+        schema = f.get("parameters") if f is not t else t.get("input_schema")
         if f is t and t.get("type") not in (None, "custom"):  # an Anthropic server tool
             continue
         name, schema = _tool_name(f["name"]), schema if isinstance(schema, dict) else None
@@ -808,10 +837,13 @@ def to_openai(
     if system:
         msgs.insert(0, _Msg("system", system))
     msgs = _repair(msgs, merge_assistant=False)
+    if _one_style(msgs):
+        msgs = _repair(msgs, merge_assistant=False)  # a call made new-style wants its result
     out: list[dict[str, Any]] = []
     for m in msgs:
         out.extend(_openai_messages(m))
-    tool_defs = request.get("tools") if request else None
+    # the request's own definitions, new-style or legacy: never a stub list beside them
+    tool_defs = (request.get("tools") or request.get("functions")) if request else None
     used = sorted({b.name for m in msgs for b in m.blocks if b.kind == "tool_use"})
     if tools is True and not tool_defs:
         tools = _tool_definitions(
@@ -835,13 +867,48 @@ def to_openai(
     return body
 
 
+def _one_style(msgs: list[_Msg]) -> bool:
+    """Each call and its result in one style: legacy (the message's `function_call`, then a
+    `function` message) when either side is legacy, for one call a message (the API takes one
+    `function_call` a message); else `tool_calls` and `tool` messages. True when a legacy block
+    had to become new-style (its partner may now want a placeholder)."""
+    demoted = False
+    for i, m in enumerate(msgs):
+        calls = [b for b in m.blocks if b.kind == "tool_use"] if m.role == "assistant" else []
+        if not calls:
+            continue
+        ids = {c.id for c in calls}
+        results: dict[str, _Block] = {}
+        for n in msgs[i + 1 :]:
+            if n.role == "assistant":
+                break
+            for b in n.blocks:
+                if b.kind == "tool_result" and b.id in ids:
+                    results.setdefault(b.id, b)
+        taken = False
+        for c in calls:
+            r = results.get(c.id)
+            legacy = not taken and (c.legacy or (r is not None and r.legacy))
+            taken = taken or legacy
+            for b in (c, r):
+                if b is not None and b.legacy != legacy:
+                    demoted = demoted or b.legacy
+                    if b.native:
+                        log.warning("tool call %s written in the style of its partner", b.id)
+                    b.legacy = legacy
+    return demoted
+
+
 def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
-    """One intermediate message as OpenAI messages: its tool results as `tool` messages first,
-    then the message itself."""
-    out = [_tool_message(b) for b in m.blocks if b.kind in ("tool_result", "legacy")]
-    rest = [b for b in m.blocks if b.kind not in ("tool_result", "legacy")]
+    """One intermediate message as OpenAI messages: its tool results as `tool` (`function`)
+    messages first, then the message itself."""
+    out = [_tool_message(b) for b in m.blocks if b.kind == "tool_result"]
+    rest = [b for b in m.blocks if b.kind != "tool_result"]
     if not rest:
         return out
+    shell = m.shell
+    if shell is not None and shell.get("role") in ("tool", "function"):
+        shell = None  # a note in the place of a result whose call went: the user's turn
     role = m.role
     values: dict[str, Any] = {}
     parts = [b for b in rest if b.kind in ("text", "other")]
@@ -858,29 +925,26 @@ def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
             for b in parts
             if not (b.native and (b.raw is None or isinstance(b.raw, list) or b.raw == ""))
         ]
-    elif role == "assistant" and m.shell is None:
+    elif role == "assistant" and shell is None:
         values["content"] = None
     for b in rest:
         if b.kind == "field":
             values[b.u.extra["field"]] = b.raw  # type: ignore[union-attr]
-    if calls:
-        values["tool_calls"] = [
-            _renamed_call(b)
-            if b.native
-            else {
-                "id": b.id,
-                "type": "function",
-                "function": {"name": b.name, "arguments": _arguments(b.text)},
-            }
-            for b in calls
-        ]
-    if m.shell is not None:
+    legacy = [b for b in calls if b.legacy]
+    if legacy:
+        values["function_call"] = _function_call(legacy[0])
+    if len(legacy) < len(calls):
+        values["tool_calls"] = [_tool_call(b) for b in calls if not b.legacy]
+    if shell is not None:
+        # a call field whose units all went is left out (the API rejects an empty list, and a
+        # null the request did not send is winnow's); every other field stays, null if emptied
+        stood_for = m.fields if m.fields is not None else _CALL_FIELDS
         msg = {}
-        for k, v in m.shell.items():
+        for k, v in shell.items():
             if k in values:
                 msg[k] = values.pop(k)
-            elif not (k == "tool_calls" and v is None):  # all calls dropped: no empty list
-                msg[k] = v  # the message's own field; a field whose units all went: null
+            elif not (k in _CALL_FIELDS and v is None and k in stood_for):
+                msg[k] = v
         msg.update(values)
     else:
         msg = {"role": role, **values}
@@ -890,6 +954,31 @@ def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
     return out
 
 
+_CALL_FIELDS = ("tool_calls", "function_call")
+
+
+def _function_call(b: _Block) -> Any:
+    """A legacy call: its own `function_call`, or one made from its text."""
+    if b.native and isinstance(b.raw, dict) and "id" not in b.raw:
+        return b.raw
+    return {"name": _tool_name(b.name), "arguments": _arguments(b.text)}
+
+
+def _tool_call(b: _Block) -> Any:
+    """A `tool_calls` entry: its own (renamed when its id was), or one made from the call."""
+    if b.native and isinstance(b.raw, dict) and "id" in b.raw:
+        return _renamed_call(b)
+    arguments = b.raw.get("arguments") if b.native and isinstance(b.raw, dict) else None
+    return {
+        "id": b.id,
+        "type": "function",
+        "function": {
+            "name": _tool_name(b.name),
+            "arguments": arguments if isinstance(arguments, str) else _arguments(b.text),
+        },
+    }
+
+
 def _renamed_call(b: _Block) -> Any:
     if isinstance(b.raw, dict) and b.raw.get("id") != b.id and b.id:
         return {**b.raw, "id": b.id}
@@ -897,17 +986,24 @@ def _renamed_call(b: _Block) -> Any:
 
 
 def _tool_message(b: _Block) -> dict[str, Any]:
-    shell = b.u.extra.get("shell") if b.native and b.u is not None else None
-    if b.native and isinstance(shell, dict):
-        msg = {k: (b.raw if k == "content" else v) for k, v in shell.items()}
+    """A result as a `tool` message, or as a `function` message when legacy: its own message
+    when it has one of that role (its content as it was, or its rewritten text)."""
+    shell = b.u.extra.get("shell") if b.u is not None and _native(b.u, OPENAI) else None
+    role = "function" if b.legacy else "tool"
+    if isinstance(shell, dict) and shell.get("role") == role:
+        content = b.raw if b.native else b.text
+        msg = {k: (content if k == "content" else v) for k, v in shell.items()}
         if "tool_call_id" in msg and b.id:
             msg["tool_call_id"] = b.id
         return msg
+    if b.legacy:
+        return {"role": "function", "name": _tool_name(b.name), "content": b.text}
     return {"role": "tool", "tool_call_id": b.id, "content": b.text}
 
 
 __all__ = [
     "CACHE_MINIMUMS",
+    "CONTINUED",
     "DEFAULT_MAX_TOKENS",
     "MAX_BREAKPOINTS",
     "OPENAI_MIN_CACHEABLE",

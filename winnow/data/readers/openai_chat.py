@@ -192,8 +192,9 @@ def parse_request(
     Each content part, tool call and assistant field becomes one unit that keeps it as
     `extra["raw"]` (contract C1), with where it sits (`msg`, `block`: the unit's position in
     its message; `field` when it is not `content`) and the message's other fields in order
-    (`shell`; a `developer` message is a system unit whose shell says `developer`). The
-    request's other fields are shared by every unit as `extra["request"]`.
+    (`shell`; a `developer` message is a system unit whose shell says `developer`;
+    `unit_fields` names the shell's fields the units stand for, nulled there). The request's
+    other fields are shared by every unit as `extra["request"]`.
     """
     messages = request.get("messages") if messages is None else messages
     if not isinstance(messages, list):
@@ -223,8 +224,10 @@ def _message(
     role = m["role"]
     where: dict[str, Any] = {**shared, "msg": n}
     shell: dict[str, Any] | None = None
+    stood_for: list[str] = []
     if list(m) != ["role", "content"] or role not in ("system", "user", "assistant"):
         shell = where["shell"] = {}  # filled below, once the fields units stand for are known
+        where["unit_fields"] = stood_for  # ...and named: a null the message sent stays null
     units: list[Unit] = []
     fields: set[str] = set()
 
@@ -292,6 +295,7 @@ def _message(
         )
     if shell is not None:
         shell.update((k, None if k in fields else v) for k, v in m.items())
+        stood_for.extend(k for k in m if k in fields)
     return units
 
 
