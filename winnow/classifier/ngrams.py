@@ -6,7 +6,8 @@ A unit becomes a bag of hashed ids in `BagSpec.buckets` rows of one embedding ta
 
 - its own text (head and tail when long), lower-cased, cut at whitespace and punctuation,
   digits folded to one token: word unigrams and bigrams;
-- its tool name, as one token;
+- its tool tokens: the tool's canonical verb (winnow.classifier.tools), its name, or both
+  (`BagSpec.tool_tokens`);
 - the first `neighbour_words` words of the previous unit and of the next one, each salted by
   its side, so that "Let me run the tests" before a tool call and a question before a short
   user reply weigh on the unit itself. The next unit is left out in online mode (live use).
@@ -28,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
-NGRAM_VERSION = 1
+NGRAM_VERSION = 2
 
 _CUTS = ("".join(c for c in string.punctuation if c not in "'_") + "\x1c\x1d\x1e\x1f").encode()
 _BYTE_SPLIT = bytes.maketrans(_CUTS, b" " * len(_CUTS))
 _WIDE_SPACE = re.compile(r"[^\S\x00-\x7f]")
+# Typographic quotes as ASCII: Codex writes "I\u2019ll" where Claude Code writes "I'll".
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _SHIFT = np.uint64(32)
 # Salts keep the groups apart in the shared table.
@@ -56,21 +59,37 @@ class BagSpec:
     head_chars: int = 1000
     tail_chars: int = 300
     neighbour_words: int = 24
+    # What stands for the tool: "verb" (the canonical verb, the same in every agent),
+    # "name" (the agent's own tool name) or "both".
+    tool_tokens: str = "verb"
     version: int = NGRAM_VERSION
 
-    def to_dict(self) -> dict[str, int]:
+    def __post_init__(self) -> None:
+        if self.tool_tokens not in TOOL_TOKENS:
+            raise ValueError(f"tool_tokens must be one of {TOOL_TOKENS}, not {self.tool_tokens!r}")
+
+    def to_dict(self) -> dict[str, int | str]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BagSpec:
-        return cls(**{f.name: int(d[f.name]) for f in fields(cls) if f.name in d})
+        return cls(
+            **{
+                f.name: (str if f.type == "str" else int)(d[f.name])
+                for f in fields(cls)
+                if f.name in d
+            }
+        )
+
+
+TOOL_TOKENS = ("verb", "name", "both")
 
 
 def words(text: str) -> list[bytes]:
     """Lower-cased words of `text`, cut at whitespace and punctuation other than ' and _."""
     low = text.lower()
     if not low.isascii():
-        low = _WIDE_SPACE.sub(" ", low)
+        low = _WIDE_SPACE.sub(" ", low.translate(_QUOTES))
     return low.encode("utf-8", "surrogatepass").translate(_BYTE_SPLIT).split()
 
 
@@ -105,17 +124,16 @@ class Hasher:
         return ((h * _MIX) >> _SHIFT) & self._mask
 
     def unit_ids(
-        self, text: str, tool_name: str | None = None
+        self, text: str, tools: str | Sequence[str] | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """int64 ids of a unit: its own (unigrams, bigrams, tool name; repeats kept, as
+        """int64 ids of a unit: its own (unigrams, bigrams, tool tokens; repeats kept, as
         counts), and its first words as seen from the next unit ("prev") and from the
         previous one ("next")."""
         h = self._hashes(words(self.clip(text)))
         parts = [h ^ _SALT["uni"], ((h[:-1] * _MIX) ^ h[1:]) ^ _SALT["bi"]]
-        if tool_name:
-            parts.append(
-                np.array([zlib.crc32(tool_name.lower().encode())], np.uint64) ^ _SALT["tool"]
-            )
+        tokens = _tokens(tools)
+        if tokens:
+            parts.append(np.array([_tool_hash(t) for t in tokens], np.uint64) ^ _SALT["tool"])
         head = h[: self.spec.neighbour_words]
         own = self._mix(np.concatenate(parts)).astype(np.int64)
         return (
@@ -127,7 +145,7 @@ class Hasher:
     def batch_ids(
         self,
         texts: Sequence[str],
-        tools: Sequence[str | None],
+        tools: Sequence[str | Sequence[str] | None],
         prev: np.ndarray,
         nxt: np.ndarray,
     ) -> BagInputs:
@@ -141,8 +159,11 @@ class Hasher:
         flat_words: list[bytes] = [w for ws in word_lists for w in ws]
         h = self._hashes(flat_words)
         total = len(h)
-        tool = np.array([zlib.crc32(t.lower().encode()) if t else 0 for t in tools], np.uint64)
-        has_tool = np.array([bool(t) for t in tools], np.int64)
+        token_lists = [_tokens(t) for t in tools]
+        has_tool = np.fromiter(map(len, token_lists), np.int64, n)
+        tool = np.array([_tool_hash(t) for ts in token_lists for t in ts], np.uint64)
+        tool_starts = np.concatenate([[0], np.cumsum(has_tool)[:-1]]).astype(np.int64)
+        n_tools = len(tool)
         source = self._mix(
             np.concatenate(
                 [
@@ -155,12 +176,12 @@ class Hasher:
             )
         ).astype(np.int64)
         bi0, tool0 = total, 2 * total - 1 if total else 0
-        prev0, next0 = tool0 + n, tool0 + n + total
+        prev0, next0 = tool0 + n_tools, tool0 + n_tools + total
         head = np.minimum(lengths, self.spec.neighbour_words)
         has_p, has_n = prev >= 0, nxt >= 0
         p, q = np.where(has_p, prev, 0), np.where(has_n, nxt, 0)
         seg_start = np.stack(
-            [starts, bi0 + starts, tool0 + np.arange(n), prev0 + starts[p], next0 + starts[q]], 1
+            [starts, bi0 + starts, tool0 + tool_starts, prev0 + starts[p], next0 + starts[q]], 1
         )
         own = lengths + np.maximum(lengths - 1, 0) + has_tool
         seg_len = np.stack(
@@ -188,6 +209,16 @@ class Hasher:
             offsets,
             np.zeros((n, 0), np.float32),
         )
+
+
+def _tokens(tools: str | Sequence[str] | None) -> Sequence[str]:
+    if not tools:
+        return ()
+    return (tools,) if isinstance(tools, str) else tools
+
+
+def _tool_hash(token: str) -> int:
+    return zlib.crc32(token.lower().encode("utf-8", "surrogatepass"))
 
 
 def group_weights(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
