@@ -890,12 +890,12 @@ def _one_style(msgs: list[_Msg]) -> bool:
             r = results.get(c.id)
             legacy = not taken and (c.legacy or (r is not None and r.legacy))
             taken = taken or legacy
-            for b in (c, r):
-                if b is not None and b.legacy != legacy:
-                    demoted = demoted or b.legacy
-                    if b.native:
-                        log.warning("tool call %s written in the style of its partner", b.id)
-                    b.legacy = legacy
+            for side in (c, r):
+                if side is not None and side.legacy != legacy:
+                    demoted = demoted or side.legacy
+                    if side.native:
+                        log.warning("tool call %s written in the style of its partner", side.id)
+                    side.legacy = legacy
     return demoted
 
 
