@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from winnow.batch.cib.probes import Probe, filler_text
@@ -51,8 +51,6 @@ TOOL_DEF = {
 RENDERS = ("tools", "text")
 METHODS = ("winnow", "truncation", "masking")
 REQUEST_OVERHEAD = 3  # every reply is primed with a few tokens (OpenAI's documented figure)
-
-Compressor = Callable[[list[Unit], int], list[Unit]]
 
 
 class ContextBuilder:
