@@ -112,8 +112,8 @@ def min_cacheable_tokens(model: str) -> int:
     """The shortest prompt prefix `model` caches (see CACHE_MINIMUMS); for a model the table
     does not know, a one-line warning and the largest documented minimum."""
     key = model_key(model)
-    if key in CACHE_MINIMUMS:
-        return CACHE_MINIMUMS[key]  # type: ignore[index]
+    if key is not None and key in CACHE_MINIMUMS:
+        return CACHE_MINIMUMS[key]
     if model not in _warned:
         _warned.add(model)
         log.warning(
@@ -928,8 +928,8 @@ def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
     elif role == "assistant" and shell is None:
         values["content"] = None
     for b in rest:
-        if b.kind == "field":
-            values[b.u.extra["field"]] = b.raw  # type: ignore[union-attr]
+        if b.kind == "field" and b.u is not None:  # a native unit's: it has its unit
+            values[b.u.extra["field"]] = b.raw
     legacy = [b for b in calls if b.legacy]
     if legacy:
         values["function_call"] = _function_call(legacy[0])
