@@ -31,6 +31,7 @@ from winnow.data.readers.base import (
     expect,
     head_objects,
     iter_json_lines,
+    json_value,
     record_guard,
     to_text,
 )
@@ -301,7 +302,7 @@ def _is_notification(text: str) -> bool:
         return True
     if head.startswith("{"):
         try:
-            return isinstance(json.loads(text), dict)
+            return isinstance(json_value(text), dict)
         except ValueError:
             return False
     return False
