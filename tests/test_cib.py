@@ -556,3 +556,12 @@ def test_probe_file_with_a_byte_order_mark_loses_no_probe(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())
     problems: list[str] = []
     assert [p.id for p in load_probes(path, problems)] == ["a", "b"] and problems == []
+
+
+def test_a_results_line_nested_100000_deep_is_one_note(tmp_path):
+    path = tmp_path / "results.jsonl"
+    good = {"key": "filler/10/q1", "config": "abc", "f1": 1.0}
+    path.write_text(json.dumps(good) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    records, notes = read_results(path, "abc")
+    assert list(records) == ["filler/10/q1"]
+    assert len(notes) == 1 and notes[0].startswith(f"{path}:2: ")
