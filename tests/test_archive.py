@@ -193,4 +193,6 @@ def test_audit_and_restore_of_deeply_nested_lines_are_one_line(tmp_path, capsys)
     out, err = capsys.readouterr()
     assert "unreadable" in out and "Traceback" not in err
     # and a new archive still gets a fresh number past the damaged log's
-    assert AuditLog(tmp_path, "s").archive(conversation("y"), "compact").name == "s.002.compact.jsonl"
+    assert (
+        AuditLog(tmp_path, "s").archive(conversation("y"), "compact").name == "s.002.compact.jsonl"
+    )
