@@ -278,3 +278,13 @@ def test_budget_report_and_hook_read_past_a_line_nested_100000_deep(tmp_path, ca
     r = _run_hook(tmp_path, t)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert json.loads(r.stdout)["decision"] == "block"
+
+
+def test_budget_report_without_samples_is_one_line_exit_1(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no .winnow/budget.jsonl here
+    assert main(["budget", "report"]) == 1
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert main(["budget", "report", "empty.jsonl"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "no samples file" in err[0] and "no samples" in err[1]
+    assert not (tmp_path / "empty.png").exists()
