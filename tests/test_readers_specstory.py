@@ -93,6 +93,11 @@ def test_claude_code_queued_user_messages_are_units_at_their_place(tmp_path):
         ("user", "text", "then commit"),
     ]
     assert units[3].extra.get("queued") is True
+    # the summary calls no read record skipped: the typed messages and their queue markers
+    # are read; only the notification (and the marker handing it over) is left out
+    report = ReadReport()
+    list(read_file(path, report))
+    assert report.skipped == {"claude_code: queued notification": 2}
 
 
 @pytest.mark.traces

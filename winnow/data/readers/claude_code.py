@@ -38,6 +38,7 @@ from winnow.data.readers.base import (
 from winnow.data.schema import Unit
 
 NAME = "claude_code"
+NOTIFICATION = f"{NAME}: queued notification"  # a task's or agent's, not user text
 # Record types only Claude Code writes; any one of them on a complete head line identifies it.
 _MARKER_TYPES = {"file-history-snapshot", "queue-operation", "last-prompt", "custom-title"}
 # Repeated lines sit a few lines apart; remembering the latest uuids keeps memory flat.
@@ -263,12 +264,15 @@ class ClaudeCodeReader:
 def _queue_operation(
     obj: dict, path: Path, queued: deque[_Spec | None], report: ReadReport
 ) -> tuple[str, None, list[_Spec]] | None:
-    """Track the input queue; a removed (handed-over) user message becomes a user unit."""
+    """Track the input queue; a removed (handed-over) user message becomes a user unit.
+
+    The records of a typed message are read (its text becomes a unit here or comes back as
+    its own user line), so only a notification's records count as skipped."""
     op = obj.get("operation")
-    report.skip(f"{NAME}: queue-operation {op}")
     if op == "enqueue":
         content = obj.get("content")
         if not isinstance(content, str) or _is_notification(content):
+            report.skip(NOTIFICATION)
             queued.append(None)
             return None
         session = v if isinstance(v := obj.get("sessionId"), str) else path.stem
@@ -278,6 +282,7 @@ def _queue_operation(
         )
         return None
     if op not in ("dequeue", "remove") or not queued:
+        report.skip(f"{NAME}: queue-operation {op}")
         return None
     content = obj.get("content")
     item = None
@@ -288,11 +293,17 @@ def _queue_operation(
                 del queued[i]
                 break
         else:
+            report.skip(
+                NOTIFICATION if _is_notification(content) else f"{NAME}: queue-operation {op}"
+            )
             return None
     else:
         item = queued.popleft()
-    if op == "dequeue" or item is None:
-        return None  # delivered as an ordinary user line, or a notification
+    if item is None:
+        report.skip(NOTIFICATION)
+        return None
+    if op == "dequeue":
+        return None  # delivered as an ordinary user line, read there
     return "queued", None, [item]
 
 
