@@ -101,7 +101,7 @@ class ClaudeCodeReader:
         tool_names: dict[str, str] = {}
         seen: dict[str, int] = {}  # uuid -> content digest; insertion-ordered, oldest evicted first
         pending: _Pending | None = None
-        queued: deque[_Spec | None] = deque()  # user text, or None for a notification
+        queued: deque[_Spec | str] = deque()  # user text, or a notification's text
 
         def emit(specs: list[_Spec]) -> Iterator[Unit]:
             for s in specs:
@@ -144,7 +144,7 @@ class ClaudeCodeReader:
                 yield from emit(specs)
         yield from flush()
         # typed while the agent worked and never dequeued: still what the user said
-        yield from emit([q for q in queued if q is not None])
+        yield from emit([q for q in queued if isinstance(q, _Spec)])
 
     def _record(
         self,
@@ -262,7 +262,7 @@ class ClaudeCodeReader:
 
 
 def _queue_operation(
-    obj: dict, path: Path, queued: deque[_Spec | None], report: ReadReport
+    obj: dict, path: Path, queued: deque[_Spec | str], report: ReadReport
 ) -> tuple[str, None, list[_Spec]] | None:
     """Track the input queue; a removed (handed-over) user message becomes a user unit.
 
@@ -273,7 +273,7 @@ def _queue_operation(
         content = obj.get("content")
         if not isinstance(content, str) or _is_notification(content):
             report.skip(NOTIFICATION)
-            queued.append(None)
+            queued.append(content if isinstance(content, str) else "")  # a remove may name it
             return None
         session = v if isinstance(v := obj.get("sessionId"), str) else path.stem
         ts = v if isinstance(v := obj.get("timestamp"), str) else None
@@ -285,21 +285,18 @@ def _queue_operation(
         report.skip(f"{NAME}: queue-operation {op}")
         return None
     content = obj.get("content")
-    item = None
     if isinstance(content, str):  # names the message it removes
         for i, q in enumerate(queued):
-            if q is not None and q.text == content:
+            if (q.text if isinstance(q, _Spec) else q) == content:
                 item = queued[i]
                 del queued[i]
                 break
         else:
-            report.skip(
-                NOTIFICATION if _is_notification(content) else f"{NAME}: queue-operation {op}"
-            )
+            report.skip(f"{NAME}: queue-operation {op}")
             return None
     else:
         item = queued.popleft()
-    if item is None:
+    if not isinstance(item, _Spec):
         report.skip(NOTIFICATION)
         return None
     if op == "dequeue":
