@@ -167,7 +167,7 @@ class Benchmark:
                         if t.arm == "distractor"
                         else self.builder.filler(probe, distractor)
                     )
-                    n = self.builder.request_tokens(self.builder.request(units))
+                    n = self.builder.tokens(units)
                 name = t.arm if t.arm != "compressed" else f"compressed:{t.method}"
                 tokens[name] = tokens.get(name, 0) + n
                 requests[name] = requests.get(name, 0) + 1
