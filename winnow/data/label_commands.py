@@ -200,6 +200,7 @@ def _print_samples(console, labeled, n: int) -> None:
 
     from rich.markup import escape
 
+    from winnow.cli import printable
     from winnow.data.schema import CATEGORIES
 
     rng = random.Random(0)
@@ -210,10 +211,9 @@ def _print_samples(console, labeled, n: int) -> None:
         console.rule(f"{c} ({len(xs):,})")
         for lu in rng.sample(xs, min(n, len(xs))):
             u = lu.unit
-            head = " ".join(u.text.split())[:160]
-            console.print(
-                f"[dim]{lu.label_source} {u.role}/{u.kind}{'/' + u.tool_name if u.tool_name else ''}[/] {escape(head)}"
-            )
+            head = printable(" ".join(u.text.split()))[:160]  # no terminal controls
+            what = printable(f"{u.role}/{u.kind}" + (f"/{u.tool_name}" if u.tool_name else ""))
+            console.print(f"[dim]{lu.label_source} {escape(what)}[/] {escape(head)}")
 
 
 def _add_dataset(p: argparse.ArgumentParser) -> None:

@@ -804,7 +804,8 @@ def load_labels(paths: Iterable[str | Path], known_ids: set[str] | None = None) 
     origin: dict[str, str] = {}
     for path in paths:
         path = Path(path)
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        # utf-8-sig: an editor's byte order mark is not part of the first label
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -813,6 +814,9 @@ def load_labels(paths: Iterable[str | Path], known_ids: set[str] | None = None) 
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
                     out.problems.append(f"{where}: invalid JSON ({e.msg}), line skipped")
+                    continue
+                except RecursionError:
+                    out.problems.append(f"{where}: JSON nested too deeply, line skipped")
                     continue
                 if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
                     out.problems.append(f'{where}: no string "id", line skipped')

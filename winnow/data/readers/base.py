@@ -166,6 +166,16 @@ def to_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def json_value(text: str | bytes) -> Any:
+    """`json.loads`, with JSON nested deeper than Python's parser recurses raised as the
+    ValueError any other unparseable text gets (for values inside a good record, such as tool
+    arguments: the caller keeps the text as it is)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
+
+
 def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]:
     """Stream `(line_number, object)` from a JSON Lines file with flat memory.
 
