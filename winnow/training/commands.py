@@ -348,7 +348,7 @@ def _run_classify(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from winnow.cli import Output
+    from winnow.cli import Output, printable
     from winnow.data.readers import ReadReport, read_paths
     from winnow.serving.classifier import ImportanceClassifier, ModelError
 
@@ -373,10 +373,10 @@ def _run_classify(args: argparse.Namespace) -> int:
     console = err if args.output == "-" else Console()
     if args.show:
         for u, p in zip(units, preds):
-            what = f"{u.role}/{u.kind}" + (f"/{u.tool_name}" if u.tool_name else "")
-            head = " ".join(u.text.split())[:100]
+            what = printable(f"{u.role}/{u.kind}" + (f"/{u.tool_name}" if u.tool_name else ""))
+            head = printable(" ".join(u.text.split()))[:100]  # no terminal controls
             console.print(
-                f"{escape(u.id)}  [bold]{p.category:<14}[/] {p.confidence:.2f}  "
+                f"{escape(printable(u.id))}  [bold]{p.category:<14}[/] {p.confidence:.2f}  "
                 f"[dim]{escape(what)}[/]  {escape(head)}",
                 highlight=False,
                 soft_wrap=True,
