@@ -73,13 +73,12 @@ class BagSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BagSpec:
-        return cls(
-            **{
-                f.name: (str if f.type == "str" else int)(d[f.name])
-                for f in fields(cls)
-                if f.name in d
-            }
-        )
+        kw: dict[str, Any] = {
+            f.name: str(d[f.name]) if f.name == "tool_tokens" else int(d[f.name])
+            for f in fields(cls)
+            if f.name in d
+        }
+        return cls(**kw)
 
 
 TOOL_TOKENS = ("verb", "name", "both")
