@@ -546,13 +546,19 @@ def test_the_runtime_labels_each_new_unit_once_online(tmp_path):
                 await session.send(text)
                 await compactor._start_labelling()
                 sizes.append(len(fed))
+            units = to_units(conv.api, conv.messages, compactor.session_id)
+            assert len(fed) == len(set(fed)) == len(units)  # every unit once
+            # a rewritten history (as a compaction leaves it) starts the session over
+            conv.messages[:2] = [{"role": "user", "content": "<session-state>Goal: limits."}]
+            fed.clear()
+            await compactor._start_labelling()
             await client.close()
             return conv, compactor, sizes
 
     conv, compactor, sizes = asyncio.run(go())
-    units = to_units(conv.api, conv.messages, compactor.session_id)
-    assert len(fed) == len(set(fed)) == len(units)  # every unit once
     assert sizes[0] < sizes[1] < sizes[2]  # fed turn by turn, not at the end
+    units = to_units(conv.api, conv.messages, compactor.session_id)
+    assert len(fed) == len(units)
     want = [p.category for p in shipped.predict(units, online=True)]
     assert [compactor._label(u) for u in units] == want
 
