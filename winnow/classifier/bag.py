@@ -21,13 +21,11 @@ import numpy as np
 from winnow.classifier.features import (
     FEATURE_NAMES,
     N_FEATURES,
-    CallMemory,
     Context,
     batch_features,
     unit_features,
 )
 from winnow.classifier.ngrams import BagInputs, BagSpec, Hasher, group_weights
-from winnow.classifier.tools import result_shape, tool_verb
 from winnow.data.schema import Unit
 
 N_DENSE = 3 * N_FEATURES  # the unit's hand features, then its previous and next unit's
@@ -43,60 +41,15 @@ NEIGHBOUR_MASK = np.array(
     ],
     np.float32,
 )
-_VERB_COL = {n[5:]: i for i, n in enumerate(FEATURE_NAMES) if n.startswith("verb=")}
-
-
-def as_neighbour(features: np.ndarray, unit: Unit, call_verb: str | None) -> np.ndarray:
-    """A unit's hand features as its neighbours see them (a new array): masked
-    (NEIGHBOUR_MASK), and a tool result's verb from its tool name alone, as a neighbour carries
-    no memory of the calls before it; so `predict_one` with a `Context` equals the batch."""
-    out = features * NEIGHBOUR_MASK
-    if call_verb is not None:
-        own = tool_verb(unit.tool_name)
-        if own != call_verb:
-            out[_VERB_COL[call_verb]] = 0.0
-            out[_VERB_COL[own]] = 1.0
-    return out
 
 
 @dataclass
 class _Seen:
-    """What the next unit of a session needs of the ones before it."""
+    """What the next unit of a session needs of the one before it."""
 
     unit: Unit
-    features: np.ndarray  # its hand features as a neighbour's (`as_neighbour`)
+    features: np.ndarray  # its hand features, masked as a neighbour's (NEIGHBOUR_MASK)
     prev_ids: np.ndarray  # its first words, salted as a previous unit
-    calls: CallMemory  # the session's latest tool calls' verbs
-
-
-def call_verbs(units: Sequence[Unit], prev: np.ndarray, nxt: np.ndarray) -> list[str | None]:
-    """For each tool result, the verb of the call it answers among the units before it in its
-    session (`CallMemory`, as the online view sees it); None elsewhere."""
-    out: list[str | None] = [None] * len(units)
-    for start in np.flatnonzero(prev < 0).tolist():
-        calls, i = CallMemory(), start
-        while i >= 0:
-            out[i] = calls.verb_of(units[i])
-            calls.add(units[i])
-            i = int(nxt[i])
-    return out
-
-
-def bag_view(unit: Unit, call_verb: str | None, spec: BagSpec) -> tuple[str, list[str]]:
-    """The text a unit's n-grams are hashed from (a result's body, without its harness's
-    header and trailer) and its tool tokens (`BagSpec.tool_tokens`)."""
-    text, tool, kind = unit.text or "", unit.tool_name, unit.kind
-    if kind == "tool_result":
-        text = result_shape(text).body
-    if not tool:
-        return text, []
-    tokens = []
-    if spec.tool_tokens != "name":
-        verb = call_verb or tool_verb(tool, unit.text or "" if kind == "tool_call" else "")
-        tokens.append(f"verb={verb}")
-    if spec.tool_tokens != "verb":
-        tokens.append(tool)
-    return text, tokens
 
 
 def session_order(units: Sequence[Unit]) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +81,6 @@ class BagEncoder:
         """Inputs of `units` (whole sessions, any order), in the batch or the online view.
         `context=False` leaves the neighbours' words and features out (for comparison)."""
         prev, nxt = session_order(units)
-        verbs = call_verbs(units, prev, nxt)
         if online:
             nxt[:] = -1
         contexts = [
@@ -136,9 +88,8 @@ class BagEncoder:
                 int(u.index or 0) + 1 if online else None,
                 units[p] if p >= 0 else None,
                 units[q] if q >= 0 else None,
-                v,
             )
-            for u, p, q, v in zip(units, prev.tolist(), nxt.tolist(), verbs)
+            for u, p, q in zip(units, prev.tolist(), nxt.tolist())
         ]
         if not online:  # session length: the highest index seen + 1
             last: dict[str, int] = {}
@@ -147,19 +98,14 @@ class BagEncoder:
             contexts = [c._replace(session_len=last[u.session_id]) for u, c in zip(units, contexts)]
         feats = batch_features(units, contexts)
         none = np.full(len(units), -1, np.int64)
-        views = [bag_view(u, v, self.spec) for u, v in zip(units, verbs)]
         bags = self.hasher.batch_ids(
-            [t for t, _ in views],
-            [k for _, k in views],
+            [u.text or "" for u in units],
+            [u.tool_name for u in units],
             prev if context else none,
             nxt if context else none,
         )
         zero = np.zeros((1, N_FEATURES), np.float32)
-        as_seen = feats * NEIGHBOUR_MASK
-        for i, v in enumerate(verbs):
-            if v is not None:
-                as_seen[i] = as_neighbour(feats[i], units[i], v)
-        padded = np.concatenate([as_seen, zero])  # row -1: no neighbour
+        padded = np.concatenate([feats * NEIGHBOUR_MASK, zero])  # row -1: no neighbour
         if not context:
             prev, nxt = none, none
         bags.dense = np.concatenate([feats, padded[prev], padded[nxt]], axis=1)
@@ -171,12 +117,9 @@ class BagEncoder:
         """One unit in the online view, after `seen` (its session's previous unit, or None):
         its ids, weights, dense row [N_DENSE] and what the next unit needs."""
         h = self.hasher
-        calls = seen.calls if seen else CallMemory()
-        verb = calls.verb_of(unit)
-        calls.add(unit)
-        context = Context(int(unit.index or 0) + 1, seen.unit if seen else None, None, verb)
+        context = Context(int(unit.index or 0) + 1, seen.unit if seen else None, None)
         feats = unit_features(unit, context)
-        own, as_prev, _ = h.unit_ids(*bag_view(unit, verb, self.spec))
+        own, as_prev, _ = h.unit_ids(unit.text or "", unit.tool_name)
         groups = [own]
         if seen is not None:
             groups.append(seen.prev_ids)
@@ -185,15 +128,7 @@ class BagEncoder:
         dense[:N_FEATURES] = feats
         if seen is not None:
             dense[N_FEATURES : 2 * N_FEATURES] = seen.features
-        return ids, weights, dense, _Seen(unit, as_neighbour(feats, unit, verb), as_prev, calls)
+        return ids, weights, dense, _Seen(unit, feats * NEIGHBOUR_MASK, as_prev)
 
 
-__all__ = [
-    "NEIGHBOUR_MASK",
-    "N_DENSE",
-    "BagEncoder",
-    "as_neighbour",
-    "bag_view",
-    "call_verbs",
-    "session_order",
-]
+__all__ = ["NEIGHBOUR_MASK", "N_DENSE", "BagEncoder", "session_order"]

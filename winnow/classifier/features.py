@@ -21,11 +21,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from winnow.classifier.tools import SHAPES, VERBS, result_shape, tool_verb
 from winnow.data import cues
 from winnow.data.schema import KINDS, ROLES, Unit
 
-FEATURE_VERSION = 4
+FEATURE_VERSION = 3
 
 # Long units keep their head and tail: errors and conclusions sit at the ends.
 CLIP_HEAD = 400
@@ -118,8 +117,6 @@ _CODE_CHARS = b"{;=("  # counted in the UTF-8 bytes: ASCII, so one byte per char
 _CUTS = ("".join(c for c in string.punctuation if c not in "'_") + "\x1c\x1d\x1e\x1f").encode()
 _BYTE_SPLIT = bytes.maketrans(_CUTS, b" " * len(_CUTS))
 _WIDE_SPACE = re.compile(r"[^\S\x00-\x7f]")
-# Typographic quotes as ASCII: Codex writes "I’ll" where Claude Code writes "I'll".
-QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 CUES = (
     *_WORD_SETS,
@@ -141,13 +138,8 @@ _SCALARS = (
 FEATURE_NAMES: tuple[str, ...] = (
     *(f"role={r}" for r in ROLES),
     *(f"kind={k}" for k in KINDS),
-    # What the tool does in any agent's terms (winnow.classifier.tools), not its name; a
-    # result's exit status and shape once its harness's header is set aside.
-    *(f"verb={v}" for v in VERBS),
+    *(f"tool={b}" for b in TOOL_BUCKETS),
     "is_error",
-    "exit=ok",
-    "exit=fail",
-    *(f"shape={s}" for s in SHAPES),
     *(f"len<={e}" for e in LENGTH_EDGES),
     f"len>{LENGTH_EDGES[-1]}",
     *_SCALARS,
@@ -163,7 +155,6 @@ FEATURE_NAMES: tuple[str, ...] = (
 N_FEATURES = len(FEATURE_NAMES)
 _AT = {name: i for i, name in enumerate(FEATURE_NAMES)}
 _LEN0 = _AT["len<=0"]
-_EXIT_AT = {"ok": _AT["exit=ok"], "fail": _AT["exit=fail"]}
 _CUE_AT = {c: _AT[f"cue={c}"] for c in CUES}
 # File extensions that are rarely English words (a path "a/b.py" splits into "a", "b", "py").
 _EXT = frozenset(
@@ -174,8 +165,7 @@ _EXT = frozenset(
 # Index tables, so that setting a feature is a list append.
 _ROLE_AT = {r: _AT[f"role={r}"] for r in ROLES}
 _KIND_AT = {k: _AT[f"kind={k}"] for k in KINDS}
-_VERB_AT = {v: _AT[f"verb={v}"] for v in VERBS}
-_SHAPE_AT = {k: _AT[f"shape={k}"] for k in SHAPES}
+_TOOL_AT = {b: _AT[f"tool={b}"] for b in TOOL_BUCKETS}
 # A neighbour's kinds, role=user and question features (the next unit's question is unused).
 _PREV_AT = ({k: _AT[f"prev_kind={k}"] for k in KINDS}, _AT["prev_role=user"], _AT["prev_question"])
 _NEXT_AT = ({k: _AT[f"next_kind={k}"] for k in KINDS}, _AT["next_role=user"], None)
@@ -268,50 +258,11 @@ def tool_bucket(tool_name: str | None) -> str:
 
 
 class Context(NamedTuple):
-    """Where a unit sits: its session's length, its neighbours (None: unknown / none) and, for
-    a tool result, the verb of the call it answers (`CallMemory`; None: unknown)."""
+    """Where a unit sits: its session's length and its neighbours (None: unknown / none)."""
 
     session_len: int | None = None
     prev: Unit | dict[str, Any] | None = None
     next: Unit | dict[str, Any] | None = None
-    call_verb: str | None = None
-
-
-class CallMemory:
-    """The verbs of a session's latest tool calls by call id, so that a result is known by
-    what its call did (`cat x` reads, `rg x` searches) whatever the agent named the tool. The
-    batch and the online view feed the same units in the same order, so both see the same
-    verbs; only the last `size` calls are kept (a result answers a recent call)."""
-
-    __slots__ = ("size", "_verbs")
-
-    def __init__(self, size: int = 64):
-        self.size = size
-        self._verbs: dict[str, str] = {}
-
-    def verb_of(self, unit: Unit | dict[str, Any]) -> str | None:
-        """The verb of the call a tool result answers (None: not a result, or unknown call)."""
-        kind, call_id = (
-            (unit.get("kind"), unit.get("call_id"))
-            if isinstance(unit, dict)
-            else (unit.kind, unit.call_id)
-        )
-        return self._verbs.get(call_id) if kind == "tool_result" and call_id else None
-
-    def add(self, unit: Unit | dict[str, Any]) -> None:
-        """Remember a tool call's verb (other units are ignored)."""
-        kind, call_id, tool, text = (
-            (unit.get("kind"), unit.get("call_id"), unit.get("tool_name"), unit.get("text"))
-            if isinstance(unit, dict)
-            else (unit.kind, unit.call_id, unit.tool_name, unit.text)
-        )
-        if kind != "tool_call" or not call_id:
-            return
-        verbs = self._verbs
-        verbs.pop(call_id, None)
-        verbs[call_id] = tool_verb(tool, text or "")
-        if len(verbs) > self.size:
-            del verbs[next(iter(verbs))]
 
 
 def _neighbour(hot: list[int], u: Unit | dict[str, Any], side: tuple) -> None:
@@ -340,16 +291,6 @@ def _row(unit: Unit | dict[str, Any], context: Context | None, hot: list[int]) -
     """Append the indices of the unit's 1.0 features to `hot`; return its `_REAL` values."""
     role, kind, text, tool, is_error, index = _fields(unit)
     index = int(index or 0)
-    if kind == "tool_result":
-        # The body without the harness's header: the same job reads the same in any agent.
-        shape = result_shape(text)
-        text = shape.body
-        hot.append(_SHAPE_AT[shape.kind])
-        if shape.exit is not None:
-            hot.append(_EXIT_AT[shape.exit])
-        verb = (context.call_verb if context else None) or tool_verb(tool)
-    else:
-        verb = tool_verb(tool, text if kind == "tool_call" else "")
     n = max(int(context.session_len or 0) if context else 0, index + 1)
     if context:
         if context.prev is not None:
@@ -360,7 +301,7 @@ def _row(unit: Unit | dict[str, Any], context: Context | None, hot: list[int]) -
         hot.append(_ROLE_AT[role])
     if kind in KINDS:
         hot.append(_KIND_AT[kind])
-    hot.append(_VERB_AT[verb])
+    hot.append(_TOOL_AT[tool_bucket(tool)])
     if is_error:
         hot.append(_AT["is_error"])
     chars = len(text)
@@ -390,7 +331,6 @@ def _text_cues(clipped: str, role: Any, hot: list[int]) -> tuple[float, float]:
     code_ratio = min(1.0, 10.0 * code_chars / len(low))
     indent_ratio = min(1.0, low.count("\n  ") / (low.count("\n") + 1))
     if not low.isascii():
-        low = low.translate(QUOTES)
         raw = _WIDE_SPACE.sub(" ", low).encode("utf-8", "surrogatepass")
     found = _CUE_WORDS.keys() & raw.translate(_BYTE_SPLIT).split()
     for w in found:
@@ -448,12 +388,10 @@ def session_context(units: Sequence[Unit | dict[str, Any]]) -> list[Context]:
     for members in sessions.values():
         members.sort()
         n = members[-1][0] + 1
-        calls = CallMemory()
         for j, (_, pos) in enumerate(members):
             prev = units[members[j - 1][1]] if j > 0 else None
             nxt = units[members[j + 1][1]] if j + 1 < len(members) else None
-            out[pos] = Context(n, prev, nxt, calls.verb_of(units[pos]))
-            calls.add(units[pos])
+            out[pos] = Context(n, prev, nxt)
     return out
 
 
@@ -480,12 +418,10 @@ __all__ = [
     "CLIP_HEAD",
     "CLIP_TAIL",
     "CUES",
-    "CallMemory",
     "Context",
     "FEATURE_NAMES",
     "FEATURE_VERSION",
     "N_FEATURES",
-    "QUOTES",
     "TOOL_BUCKETS",
     "batch_features",
     "clip_text",

@@ -6,8 +6,7 @@ A unit becomes a bag of hashed ids in `BagSpec.buckets` rows of one embedding ta
 
 - its own text (head and tail when long), lower-cased, cut at whitespace and punctuation,
   digits folded to one token: word unigrams and bigrams;
-- its tool tokens: the tool's canonical verb (winnow.classifier.tools), its name, or both
-  (`BagSpec.tool_tokens`);
+- its tool name, as one token;
 - the first `neighbour_words` words of the previous unit and of the next one, each salted by
   its side, so that "Let me run the tests" before a tool call and a question before a short
   user reply weigh on the unit itself. The next unit is left out in online mode (live use).
@@ -29,13 +28,11 @@ from typing import Any
 
 import numpy as np
 
-NGRAM_VERSION = 2
+NGRAM_VERSION = 1
 
 _CUTS = ("".join(c for c in string.punctuation if c not in "'_") + "\x1c\x1d\x1e\x1f").encode()
 _BYTE_SPLIT = bytes.maketrans(_CUTS, b" " * len(_CUTS))
 _WIDE_SPACE = re.compile(r"[^\S\x00-\x7f]")
-# Typographic quotes as ASCII: Codex writes "I\u2019ll" where Claude Code writes "I'll".
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _SHIFT = np.uint64(32)
 # Salts keep the groups apart in the shared table.
@@ -59,36 +56,21 @@ class BagSpec:
     head_chars: int = 1000
     tail_chars: int = 300
     neighbour_words: int = 24
-    # What stands for the tool: "verb" (the canonical verb, the same in every agent),
-    # "name" (the agent's own tool name) or "both".
-    tool_tokens: str = "verb"
     version: int = NGRAM_VERSION
 
-    def __post_init__(self) -> None:
-        if self.tool_tokens not in TOOL_TOKENS:
-            raise ValueError(f"tool_tokens must be one of {TOOL_TOKENS}, not {self.tool_tokens!r}")
-
-    def to_dict(self) -> dict[str, int | str]:
+    def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BagSpec:
-        kw: dict[str, Any] = {
-            f.name: str(d[f.name]) if f.name == "tool_tokens" else int(d[f.name])
-            for f in fields(cls)
-            if f.name in d
-        }
-        return cls(**kw)
-
-
-TOOL_TOKENS = ("verb", "name", "both")
+        return cls(**{f.name: int(d[f.name]) for f in fields(cls) if f.name in d})
 
 
 def words(text: str) -> list[bytes]:
     """Lower-cased words of `text`, cut at whitespace and punctuation other than ' and _."""
     low = text.lower()
     if not low.isascii():
-        low = _WIDE_SPACE.sub(" ", low.translate(_QUOTES))
+        low = _WIDE_SPACE.sub(" ", low)
     return low.encode("utf-8", "surrogatepass").translate(_BYTE_SPLIT).split()
 
 
@@ -123,16 +105,17 @@ class Hasher:
         return ((h * _MIX) >> _SHIFT) & self._mask
 
     def unit_ids(
-        self, text: str, tools: str | Sequence[str] | None = None
+        self, text: str, tool_name: str | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """int64 ids of a unit: its own (unigrams, bigrams, tool tokens; repeats kept, as
+        """int64 ids of a unit: its own (unigrams, bigrams, tool name; repeats kept, as
         counts), and its first words as seen from the next unit ("prev") and from the
         previous one ("next")."""
         h = self._hashes(words(self.clip(text)))
         parts = [h ^ _SALT["uni"], ((h[:-1] * _MIX) ^ h[1:]) ^ _SALT["bi"]]
-        tokens = _tokens(tools)
-        if tokens:
-            parts.append(np.array([_tool_hash(t) for t in tokens], np.uint64) ^ _SALT["tool"])
+        if tool_name:
+            parts.append(
+                np.array([zlib.crc32(tool_name.lower().encode())], np.uint64) ^ _SALT["tool"]
+            )
         head = h[: self.spec.neighbour_words]
         own = self._mix(np.concatenate(parts)).astype(np.int64)
         return (
@@ -144,7 +127,7 @@ class Hasher:
     def batch_ids(
         self,
         texts: Sequence[str],
-        tools: Sequence[str | Sequence[str] | None],
+        tools: Sequence[str | None],
         prev: np.ndarray,
         nxt: np.ndarray,
     ) -> BagInputs:
@@ -158,11 +141,8 @@ class Hasher:
         flat_words: list[bytes] = [w for ws in word_lists for w in ws]
         h = self._hashes(flat_words)
         total = len(h)
-        token_lists = [_tokens(t) for t in tools]
-        has_tool = np.fromiter(map(len, token_lists), np.int64, n)
-        tool = np.array([_tool_hash(t) for ts in token_lists for t in ts], np.uint64)
-        tool_starts = np.concatenate([[0], np.cumsum(has_tool)[:-1]]).astype(np.int64)
-        n_tools = len(tool)
+        tool = np.array([zlib.crc32(t.lower().encode()) if t else 0 for t in tools], np.uint64)
+        has_tool = np.array([bool(t) for t in tools], np.int64)
         source = self._mix(
             np.concatenate(
                 [
@@ -175,12 +155,12 @@ class Hasher:
             )
         ).astype(np.int64)
         bi0, tool0 = total, 2 * total - 1 if total else 0
-        prev0, next0 = tool0 + n_tools, tool0 + n_tools + total
+        prev0, next0 = tool0 + n, tool0 + n + total
         head = np.minimum(lengths, self.spec.neighbour_words)
         has_p, has_n = prev >= 0, nxt >= 0
         p, q = np.where(has_p, prev, 0), np.where(has_n, nxt, 0)
         seg_start = np.stack(
-            [starts, bi0 + starts, tool0 + tool_starts, prev0 + starts[p], next0 + starts[q]], 1
+            [starts, bi0 + starts, tool0 + np.arange(n), prev0 + starts[p], next0 + starts[q]], 1
         )
         own = lengths + np.maximum(lengths - 1, 0) + has_tool
         seg_len = np.stack(
@@ -208,16 +188,6 @@ class Hasher:
             offsets,
             np.zeros((n, 0), np.float32),
         )
-
-
-def _tokens(tools: str | Sequence[str] | None) -> Sequence[str]:
-    if not tools:
-        return ()
-    return (tools,) if isinstance(tools, str) else tools
-
-
-def _tool_hash(token: str) -> int:
-    return zlib.crc32(token.lower().encode("utf-8", "surrogatepass"))
 
 
 def group_weights(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -304,12 +304,11 @@ class ImportanceClassifier:
 
     def _bag_one(self, unit: Unit, context: Context | None) -> np.ndarray:
         """The n-gram inputs of one unit, its neighbours taken from `context`."""
-        from winnow.classifier.bag import NEIGHBOUR_MASK, bag_view
+        from winnow.classifier.bag import NEIGHBOUR_MASK
         from winnow.classifier.ngrams import group_weights
 
         h = self.bag.hasher
-        spec = self.bag.spec
-        own, _, _ = h.unit_ids(*bag_view(unit, context.call_verb if context else None, spec))
+        own, _, _ = h.unit_ids(unit.text or "", unit.tool_name)
         groups = [own]
         dense = np.zeros(3 * N_FEATURES, np.float32)
         dense[:N_FEATURES] = unit_features(unit, context)
@@ -322,7 +321,7 @@ class ImportanceClassifier:
         ):
             if other is not None:
                 other = to_unit(other)
-                hashed = h.unit_ids(*bag_view(other, None, spec))
+                hashed = h.unit_ids(other.text or "", other.tool_name)
                 groups.append(hashed[1] if side == "prev" else hashed[2])
                 dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = (
                     unit_features(other) * NEIGHBOUR_MASK
