@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from winnow.classifier.features import FEATURE_NAMES, FEATURE_VERSION
-from winnow.classifier.ngrams import NGRAM_VERSION, TOOL_TOKENS
+from winnow.classifier.ngrams import NGRAM_VERSION
 from winnow.data.schema import CATEGORIES
 
 FORMAT_VERSION = 3
@@ -74,9 +74,7 @@ class Manifest:
     feature_version: int
     feature_names: tuple[str, ...]
     model: dict[str, Any]
-    bag: dict[str, int | str] = field(
-        default_factory=dict
-    )  # ngram: winnow.classifier.ngrams.BagSpec
+    bag: dict[str, int] = field(default_factory=dict)  # ngram: winnow.classifier.ngrams.BagSpec
     max_len: int = 0  # transformer: tokens per unit
     chars_per_token: int = 4
     calibration: Calibration = field(default_factory=Calibration)
@@ -179,27 +177,23 @@ def parse_manifest(d: Any, where: Path) -> Manifest:
             f"v{FEATURE_VERSION}; retrain the model or use a matching winnow"
         )
     model = ck.dict_(d, "model")
-    bag: dict[str, int | str] = {}
+    bag: dict[str, int] = {}
     max_len = 0
     if kind == "ngram":
         raw = ck.dict_(d, "bag")
         bck = _Check(where)
-        sizes = {
+        bag = {
             k: bck.int_(raw, k, low=1)
             for k in ("buckets", "head_chars", "tail_chars", "neighbour_words", "version")
         }
-        if sizes["buckets"] & (sizes["buckets"] - 1):
-            raise ck.fail("bag.buckets", "a power of two", sizes["buckets"])
+        if bag["buckets"] & (bag["buckets"] - 1):
+            raise ck.fail("bag.buckets", "a power of two", bag["buckets"])
         # Another version hashes other tokens: the model would run, silently wrong.
-        if sizes["version"] != NGRAM_VERSION:
+        if bag["version"] != NGRAM_VERSION:
             raise ModelError(
-                f"{where}: trained on n-gram spec v{sizes['version']} but this winnow hashes "
+                f"{where}: trained on n-gram spec v{bag['version']} but this winnow hashes "
                 f"v{NGRAM_VERSION}; retrain the model or use a matching winnow"
             )
-        tool_tokens = bck.str_(raw, "tool_tokens")
-        if tool_tokens not in TOOL_TOKENS:
-            raise ck.fail("bag.tool_tokens", f"one of {', '.join(TOOL_TOKENS)}", tool_tokens)
-        bag = {**sizes, "tool_tokens": tool_tokens}
         for k in ("hidden", "n_dense", "n_labels"):
             _Check(where).int_(model, k, low=1)
     else:
