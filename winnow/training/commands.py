@@ -115,8 +115,11 @@ def _run_train(args: argparse.Namespace) -> int:
     out = result.save(args.output, name=args.name)
     v = result.validation
     console.print(
-        f"[bold green]wrote[/] {out}: best epoch {result.best_epoch}, validation ({v['gold']} labels) "
-        f"macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f} ({result.seconds:.0f} s)"
+        f"[bold green]wrote[/] {out}: best epoch {result.best_epoch}; validation ({v['gold']} labels) "
+        f"after the must-keep bias ({result.data_summary['must_keep_bias']:+.2f}, which the epoch lines "
+        f"do not include): macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f} "
+        f"({result.seconds:.0f} s)",
+        highlight=False,
     )
     return 0
 
