@@ -142,3 +142,110 @@ def test_teacher_embeddings_are_cached_by_text(tmp_path, monkeypatch):
     monkeypatch.setattr(again, "_load", lambda: pytest.fail("nothing should be embedded"))
     np.testing.assert_array_equal(again.embed(["bb", "a"]), first[[1, 0]])
     assert set(again.files) == {"config.json"} and len(again.digest) == 16
+
+
+def _fixture_corpus():
+    """The classifier fixture as a corpus: its 20 heuristic units, one settled by a tier-3
+    rule, as many sources as sessions."""
+    from winnow.training.corpus import Corpus
+
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    units = [
+        Unit.from_dict({k: v for k, v in r.items() if k not in ("category", "hand_label")})
+        for r in rows
+    ]
+    hand = np.array([bool(r["hand_label"]) for r in rows])
+    lsrc = ["hand" if h else "lf:x" for h in hand]
+    lsrc[int(np.flatnonzero(~hand)[0])] = "lf:slash_command"  # tier 3: as sure as a hand label
+    labels = np.array([CATEGORY_INDEX[r["category"]] for r in rows])
+    return Corpus(units, labels, hand, lsrc, [u.session_id[:8] for u in units])
+
+
+def test_transformer_targets_heuristic_gold_teacher():
+    pytest.importorskip("torch")
+    from winnow.training.by_source import Prepared, TransformerRecipe
+
+    corpus = _fixture_corpus()
+    data = Prepared(corpus)
+    train = np.arange(len(corpus))
+    fake = np.random.default_rng(0).dirichlet(np.ones(len(CATEGORIES)), len(corpus))
+    data._teacher[("held", 0)] = fake  # the teacher's probabilities, as fitted for this fold
+    settled = corpus.hand | np.array([s == "lf:slash_command" for s in corpus.label_source])
+    labelled = [CATEGORIES[i] for i in corpus.labels]
+
+    for targets in ("heuristic", "gold"):
+        rows = TransformerRecipe(targets=targets).training_rows(data, "held", train, 0)
+        assert [r["category"] for r in rows] == labelled
+        assert [r["hand_label"] for r in rows] == list(corpus.hand)
+        assert not any("soft_target" in r for r in rows)
+
+    rows = TransformerRecipe(targets="teacher").training_rows(data, "held", train, 0)
+    for i, r in enumerate(rows):
+        if settled[i]:  # hand labels and tier-3 rules keep their label
+            assert "soft_target" not in r and r["category"] == labelled[i]
+        else:  # the rest learn the teacher's distribution
+            np.testing.assert_allclose(r["soft_target"], fake[i], rtol=1e-6)
+            assert r["category"] == CATEGORIES[int(fake[i].argmax())]
+    assert sum("soft_target" in r for r in rows) == int((~settled).sum()) > 0
+    with pytest.raises(ValueError, match="unknown targets"):
+        TransformerRecipe(targets="silver").training_rows(data, "held", train, 0)
+
+
+def test_trainer_rows_at_heuristic_weight_zero_give_context_only(classifier_rows):
+    pytest.importorskip("torch")
+    from winnow.classifier.tokenizer import UnitEncoder, train_tokenizer
+    from winnow.training.trainer import _encode
+
+    rows = [dict(r) for r in classifier_rows]
+    rows[0]["soft_target"] = [1.0 / len(CATEGORIES)] * len(CATEGORIES)
+    encoder = UnitEncoder(train_tokenizer((r["text"] or "" for r in rows), 400), 32)
+    full = _encode(rows, encoder, 0.3)
+    gold = _encode(rows, encoder, 0.0)
+    keep = np.flatnonzero(full.hand)
+    assert 0 < len(keep) < len(rows) and len(gold) == len(keep) and gold.hand.all()
+    # the kept units' features still see their unlabelled neighbours
+    np.testing.assert_array_equal(gold.features, full.features[keep])
+    assert full.soft is not None and gold.soft is not None
+    np.testing.assert_allclose(full.soft[0], 1.0 / len(CATEGORIES))
+    np.testing.assert_array_equal(full.soft[1:].argmax(1), full.labels[1:])  # one-hot elsewhere
+    assert _encode(classifier_rows, encoder, 0.3).soft is None
+
+
+def test_trainer_learns_soft_targets():
+    """Units whose target is half decision, half status end up predicted about half and half;
+    the same units with a hard decision label lean decision."""
+    torch = pytest.importorskip("torch")
+    from rich.console import Console
+
+    from winnow.classifier.model import ModelConfig, UnitClassifier
+    from winnow.training.config import TrainConfig
+    from winnow.training.trainer import Encoded, Trainer, predict_logits
+
+    d, s, n = CATEGORY_INDEX["decision"], CATEGORY_INDEX["status"], 32
+    soft = np.zeros((n, len(CATEGORIES)), np.float32)
+    soft[:, [d, s]] = 0.5
+    labels = np.array([d, s] * (n // 2))  # both classes seen: both get a class weight
+    ids = [[5 + i % 7, 9] for i in range(n)]
+    feats = np.zeros((n, ModelConfig().n_features), np.float32)
+
+    def fit(soft_targets: np.ndarray | None) -> np.ndarray:
+        torch.manual_seed(0)
+        data = Encoded(ids, feats, labels if soft_targets is not None else np.full(n, d),
+                       np.ones(n, np.float32), np.ones(n, bool), soft_targets)  # fmt: skip
+        model = UnitClassifier(
+            ModelConfig(vocab_size=32, max_len=8, d_model=16, d_ff=32, n_layers=1, n_heads=2)
+        )
+        cfg = TrainConfig(batch_size=16, label_smoothing=0.0, threads=1)
+        trainer = Trainer(cfg, console=Console(quiet=True))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+        class_w = torch.ones(len(CATEGORIES))
+        for _ in range(40):
+            trainer._epoch(model, opt, sched, data, class_w, None, "t")
+        z = predict_logits(model, data)
+        return (np.exp(z) / np.exp(z).sum(1, keepdims=True)).mean(0)
+
+    p = fit(soft)
+    assert abs(p[d] - 0.5) < 0.1 and abs(p[s] - 0.5) < 0.1
+    hard = fit(None)
+    assert hard[d] > 0.9

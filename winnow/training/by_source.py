@@ -205,52 +205,86 @@ class TeacherRecipe:
 @dataclass
 class TransformerRecipe:
     """The winnow-small recipe: `Trainer` on a 60/20 session split of the training sources
-    (the release's data set ratios), heuristic labels at 0.3, its own must-keep bias."""
+    (the release's data set ratios), its own must-keep bias. `targets`: what the units without
+    a hand label learn, as for `BagRecipe`: "heuristic" (the labeller's label at the Trainer's
+    `heuristic_weight`, 0.3: the release's recipe), "gold" (nothing: hand labels and the
+    tier-3 rules' only) or "teacher" (the teacher's probabilities as soft targets, at
+    `heuristic_weight`). Predicts the batch view (both neighbours) and the online view (the
+    unit is the latest of its session)."""
 
     name: str = "transformer"
+    targets: str = "heuristic"
     threshold: bool = False
     epochs: int | None = None
+    config: Any = None  # TrainConfig
+
+    def training_rows(
+        self, data: Prepared, held_out: str, train: np.ndarray, seed: int
+    ) -> list[dict[str, Any]]:
+        """The `train` units as data set rows: category, hand_label, label_source, and for
+        "teacher" a `soft_target` on every unit a hand label or tier-3 rule did not settle."""
+        if self.targets not in TARGETS:
+            raise ValueError(f"unknown targets {self.targets!r}; one of {', '.join(TARGETS)}")
+        from winnow.data.labeling import LFS
+
+        c = data.corpus
+        rules = {f"lf:{f.name}" for f in LFS if f.tier == 3}
+        soft = data.teacher_probs(held_out, train, seed) if self.targets == "teacher" else None
+        rows = []
+        for i in train:
+            r = _row(c, int(i))
+            r["hand_label"] = bool(c.hand[i])
+            r["label_source"] = c.label_source[i]
+            if soft is not None and not (c.hand[i] or c.label_source[i] in rules):
+                r["soft_target"] = [float(p) for p in soft[i]]
+                r["category"] = CATEGORIES[int(soft[i].argmax())]
+            rows.append(r)
+        return rows
 
     def fit_predict(self, data, held_out, train, test, seed):
+        import random
         import tempfile
         from pathlib import Path
 
         import pyarrow as pa
-
-        from winnow.data.dataset import SplitConfig, build_dataset
-        from winnow.training.config import TrainConfig
-        from winnow.training.trainer import Encoded, Trainer, predict_logits
-
-        c = data.corpus
-        rows = [c.units[i].to_dict() for i in train]
-        for r, i in zip(rows, train):
-            r["category"] = CATEGORIES[c.labels[i]]
-            r["hand_label"] = bool(c.hand[i])
-            r["label_source"] = c.label_source[i]
-            r.pop("raw", None)
-            r["extra"] = None
-        table = pa.Table.from_pylist(
-            [{k: v for k, v in r.items() if not isinstance(v, dict | list)} for r in rows]
-        )
-        config = TrainConfig(seed=seed)
-        if self.epochs:
-            config.epochs = self.epochs
         from rich.console import Console
 
-        quiet = Console(quiet=True)
+        from winnow.data.dataset import SplitConfig, build_dataset
+        from winnow.training.bag_trainer import softmax
+        from winnow.training.config import TrainConfig
+        from winnow.training.trainer import Trainer, _encode, predict_logits
+
+        config = replace(self.config or TrainConfig(), seed=seed)
+        if self.epochs:
+            config.epochs = self.epochs
+        if self.targets == "gold":
+            config.heuristic_weight = 0.0
+        table = pa.Table.from_pylist(self.training_rows(data, held_out, train, seed))
         with tempfile.TemporaryDirectory() as tmp:
             build_dataset(table, Path(tmp) / "ds", SplitConfig(ratios=(0.6, 0.2, 0.2)))
-            result = Trainer(config, console=quiet).fit(Path(tmp) / "ds")
-        from winnow.training.trainer import _encode
+            result = Trainer(config, console=Console(quiet=True)).fit(Path(tmp) / "ds")
+        # The held-out units in their sessions, so each sees its real neighbours as context.
+        c = data.corpus
+        sessions = {c.units[i].session_id for i in test}
+        rows_at = [i for i, u in enumerate(c.units) if u.session_id in sessions]
+        at = {i: j for j, i in enumerate(rows_at)}
+        pick = np.array([at[int(i)] for i in test])
+        rows = [_row(c, i) for i in rows_at]
+        out = {}
+        for view, live in (("batch", 0.0), ("online", 1.0)):
+            enc = _encode(rows, result.encoder, 1.0, live, random.Random(0))
+            out[view] = softmax(predict_logits(result.model, enc.subset(pick)))
+        return out
 
-        test_rows = [c.units[i].to_dict() for i in test]
-        for r, i in zip(test_rows, test):
-            r["category"] = CATEGORIES[c.labels[i]]
-        enc: Encoded = _encode(test_rows, result.encoder, 1.0)
-        logits = predict_logits(result.model, enc)
-        from winnow.training.bag_trainer import softmax
 
-        return {"batch": softmax(logits)}
+TARGETS = ("heuristic", "gold", "teacher")
+
+
+def _row(c: Corpus, i: int) -> dict[str, Any]:
+    """Unit `i` as a flat data set row with its category."""
+    r = c.units[i].to_dict()
+    r["category"] = CATEGORIES[c.labels[i]]
+    return {k: v for k, v in r.items() if k != "raw" and not isinstance(v, dict | list)}
 
 
 @dataclass

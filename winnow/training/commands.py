@@ -127,7 +127,16 @@ def _run_train(args: argparse.Namespace) -> int:
 # --- evaluate --------------------------------------------------------------------------------
 
 
-RECIPES = ("ngram", "ngram-gold", "ngram-heuristic", "ngram-nocontext", "teacher", "transformer")
+RECIPES = (
+    "ngram",
+    "ngram-gold",
+    "ngram-heuristic",
+    "ngram-nocontext",
+    "teacher",
+    "transformer",
+    "transformer-gold",
+    "transformer-teacher",
+)
 
 
 def _add_evaluate(p: argparse.ArgumentParser) -> None:
@@ -163,9 +172,10 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--recipes",
         default="ngram,transformer",
-        help=f"comma-separated, of {', '.join(RECIPES)} (default: %(default)s; ngram and teacher "
-        "use --teacher's soft labels for units without a hand label when given, else hand "
-        "labels only)",
+        help=f"comma-separated, of {', '.join(RECIPES)} (default: %(default)s; ngram "
+        "uses --teacher's soft labels for units without a hand label when given, else hand "
+        "labels only; teacher and transformer-teacher need --teacher; -gold: hand labels only, "
+        "-heuristic: the heuristic labeller's for the rest)",
     )
     g.add_argument("--teacher", metavar="DIR", help="a local sentence-transformers model folder")
     g.add_argument(
@@ -197,14 +207,17 @@ def _recipes(names: list[str], teacher: bool):
         "ngram-nocontext": lambda: BagRecipe("ngram-nocontext", targets=weak, context=False),
         "teacher": lambda: TeacherRecipe(),
         "transformer": lambda: TransformerRecipe(),
+        "transformer-gold": lambda: TransformerRecipe("transformer-gold", targets="gold"),
+        "transformer-teacher": lambda: TransformerRecipe("transformer-teacher", targets="teacher"),
     }
     unknown = [n for n in names if n not in table]
     if unknown:
         raise ValueError(
             f"unknown recipe(s) {', '.join(unknown)}; choose from {', '.join(RECIPES)}"
         )
-    if "teacher" in names and not teacher:
-        raise ValueError("the teacher recipe needs --teacher DIR")
+    needs = [n for n in names if n in ("teacher", "transformer-teacher")]
+    if needs and not teacher:
+        raise ValueError(f"the {needs[0]} recipe needs --teacher DIR")
     return [table[n]() for n in names]
 
 

@@ -18,7 +18,8 @@ class TrainConfig:
     lr: float = 3e-3
     weight_decay: float = 0.01
     warmup_share: float = 0.05
-    heuristic_weight: float = 0.3  # loss weight of a heuristically labelled unit (hand = 1)
+    # Loss weight of a heuristically labelled unit (hand = 1; 0: hand labels only).
+    heuristic_weight: float = 0.3
     # Share of training units whose features see the session cut just after them, as a live
     # classifier does (a lone unit is the latest of its session): robust to both views.
     live_share: float = 0.25

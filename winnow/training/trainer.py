@@ -3,8 +3,10 @@
     result = Trainer(TrainConfig(epochs=20)).fit("data/dataset")
     result.save("models/my-model")          # ONNX + tokenizer + config + metrics + model card
 
-Hand labels train at full weight, heuristic labels at `heuristic_weight`; classes are
-re-weighted by inverse frequency; the epoch with the best validation macro-F1 (on hand
+Hand labels train at full weight, heuristic labels at `heuristic_weight` (0: not at all; their
+units still serve as context); a row with a `soft_target` (probabilities in CATEGORIES order,
+e.g. a teacher's) learns that distribution instead of its category; classes are re-weighted by
+inverse frequency; the epoch with the best validation macro-F1 (on hand
 labels when the validation split has any) is kept. Seeded and deterministic on CPU.
 """
 
@@ -39,6 +41,7 @@ class Encoded:
     labels: np.ndarray
     weights: np.ndarray
     hand: np.ndarray
+    soft: np.ndarray | None = None  # [N, labels] target distributions; None: one-hot labels
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,7 +63,7 @@ class Encoded:
     def subset(self, idx: np.ndarray) -> Encoded:
         return Encoded(
             [self.ids[i] for i in idx], self.features[idx], self.labels[idx],
-            self.weights[idx], self.hand[idx],
+            self.weights[idx], self.hand[idx], None if self.soft is None else self.soft[idx],
         )  # fmt: skip
 
     def tensors(self, idx: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,13 +107,23 @@ def _encode(
             for r, c in zip(rows, contexts)
         ]
     features = batch_features(rows, contexts)
-    return Encoded(
+    labels = np.array([CATEGORY_INDEX[r["category"]] for r in rows], dtype=np.int64)
+    soft = None
+    if any(r.get("soft_target") is not None for r in rows):
+        soft = np.eye(len(CATEGORIES), dtype=np.float32)[labels]
+        for i, r in enumerate(rows):
+            if r.get("soft_target") is not None:
+                soft[i] = r["soft_target"]
+    enc = Encoded(
         ids=encoder.encode(rows),
         features=features,
-        labels=np.array([CATEGORY_INDEX[r["category"]] for r in rows], dtype=np.int64),
+        labels=labels,
         weights=_label_weights(rows, hand, heuristic_weight),
         hand=hand,
+        soft=soft,
     )
+    # Units that weigh nothing gave their neighbours context above; they are not trained on.
+    return enc if enc.weights.all() else enc.subset(np.flatnonzero(enc.weights > 0))
 
 
 def _label_weights(rows: list[dict[str, Any]], hand: np.ndarray, heuristic: float) -> np.ndarray:
@@ -320,7 +333,7 @@ class Trainer:
             task = progress.add_task("train", total=len(batches))
             for idx in batches:
                 ids, feats = data.tensors(idx)
-                y = torch.from_numpy(data.labels[idx])
+                y = torch.from_numpy(data.labels[idx] if data.soft is None else data.soft[idx])
                 w = torch.from_numpy(data.weights[idx])
                 per = F.cross_entropy(
                     model(ids, feats), y, weight=class_w, reduction="none",
