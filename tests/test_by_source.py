@@ -211,6 +211,7 @@ def test_trainer_rows_at_heuristic_weight_zero_give_context_only(classifier_rows
     assert _encode(classifier_rows, encoder, 0.3).soft is None
 
 
+@pytest.mark.slow
 def test_trainer_learns_soft_targets():
     """Units whose target is half decision, half status end up predicted about half and half;
     the same units with a hard decision label lean decision."""
@@ -235,11 +236,12 @@ def test_trainer_learns_soft_targets():
         model = UnitClassifier(
             ModelConfig(vocab_size=32, max_len=8, d_model=16, d_ff=32, n_layers=1, n_heads=2)
         )
-        cfg = TrainConfig(batch_size=16, label_smoothing=0.0, threads=1)
+        cfg = TrainConfig(batch_size=n, label_smoothing=0.0)
         trainer = Trainer(cfg, console=Console(quiet=True))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
         class_w = torch.ones(len(CATEGORIES))
+        torch.set_num_threads(1)  # as the Trainer does: tiny batches, threads only contend
         for _ in range(40):
             trainer._epoch(model, opt, sched, data, class_w, None, "t")
         z = predict_logits(model, data)
