@@ -251,3 +251,13 @@ def test_trainer_learns_soft_targets():
     assert abs(p[d] - 0.5) < 0.1 and abs(p[s] - 0.5) < 0.1
     hard = fit(None)
     assert hard[d] > 0.9
+
+
+def test_cli_recipes_transformer_gold_and_teacher(capsys):
+    from winnow.cli import main
+
+    args = ["evaluate", "--by-source", "--recipes", "transformer-gold,transformer-teacher"]
+    assert main(args) != 0
+    assert "the transformer-teacher recipe needs --teacher DIR" in capsys.readouterr().err
+    assert main(["evaluate", "--by-source", "--recipes", "transformer-silver"]) != 0
+    assert "transformer-gold, transformer-teacher" in capsys.readouterr().err
