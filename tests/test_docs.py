@@ -54,7 +54,14 @@ def test_schema_matches_the_unit_dataclass():
 
 
 @pytest.mark.parametrize(
-    "page", ["README.md", "models/winnow-small/MODEL_CARD.md", "docs/TAXONOMY.md", "docs/SCHEMA.md"]
+    "page",
+    [
+        "README.md",
+        "models/winnow-small/MODEL_CARD.md",
+        "docs/TAXONOMY.md",
+        "docs/SCHEMA.md",
+        "docs/classifier.md",
+    ],
 )
 def test_links_resolve_inside_the_repository(page):
     path = ROOT / page
