@@ -320,6 +320,28 @@ def print_table(scores, budgets, methods, header: str) -> None:
     console.print(table)
 
 
+def _source(source: str, traces: Path) -> str:
+    """A session's trace source: the top folder of its file under --traces."""
+    try:
+        return Path(source).resolve().relative_to(traces.resolve()).parts[0]
+    except (ValueError, IndexError):
+        return ""
+
+
+def _config(pairs: list[str]):
+    """CompressorConfig with FIELD=VALUE overrides (values read as JSON, else as text)."""
+    from winnow.serving.compressor import CompressorConfig
+
+    fields: dict = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        try:
+            fields[name] = json.loads(value)
+        except json.JSONDecodeError:
+            fields[name] = value
+    return CompressorConfig(**fields)
+
+
 # --- main ---------------------------------------------------------------------------------------
 
 
@@ -331,6 +353,18 @@ def main() -> int:
     ap.add_argument("--min-tokens", type=int, default=2000, help="skip sessions shorter than this")
     ap.add_argument("--sessions", type=int, help="only the first N sessions (quick runs)")
     ap.add_argument("--model", type=Path, help="classifier model directory (default: shipped)")
+    ap.add_argument(
+        "--sources",
+        help="only these trace sources (comma-separated folder names, e.g. a tuning half); "
+        "a leading '-' leaves them out instead",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a CompressorConfig field for winnow (repeatable), e.g. relevance_boost=0",
+    )
     ap.add_argument(
         "--baseline-src",
         help="a checkout of the compressor to compare with (git worktree add DIR 64fead8)",
@@ -362,6 +396,12 @@ def main() -> int:
     gold = load_gold(args.labels)
     test_ids = held_out(every, gold)
     sessions = [(k, s) for k, s in every if sent_tokens(s, "anthropic", counter) >= args.min_tokens]
+    if args.sources:
+        names = set(args.sources.lstrip("-").split(","))
+        leave_out = args.sources.startswith("-")
+        sessions = [
+            (k, s) for k, s in sessions if (_source(k[0], args.traces) in names) != leave_out
+        ]
     sessions = sessions[: args.sessions] if args.sessions else sessions
     t = time.perf_counter()
     source = categorize(sessions, args.model)
@@ -390,7 +430,8 @@ def main() -> int:
         )  # fmt: skip
 
     scores: dict = defaultdict(Score)
-    comp = SemanticCompressor(classifier=object(), token_counter=counter)
+    config = _config(args.set)
+    comp = SemanticCompressor(classifier=object(), token_counter=counter, config=config)
     t_winnow = 0.0
     for k, units in sessions:
         held = units[0].session_id in test_ids
@@ -408,7 +449,7 @@ def main() -> int:
             llm = StandInLLM(counter)
             try:
                 res = SemanticCompressor(
-                    classifier=object(), summarizer=llm, token_counter=counter
+                    classifier=object(), summarizer=llm, token_counter=counter, config=config
                 ).compress(units, limit)
                 scores["winnow", b].calls += len(llm.made)
                 scores["winnow", b].wasted += wasted(llm.made, res.units)
