@@ -1180,18 +1180,25 @@ class Plan:
             # The least value lost per token freed first, as the allocator would: a unit's
             # cost, summarized as far as it goes (a thinking unit: dropped), against an error's
             # error lines; errors mostly outlast the must-keep units' summaries (their lines
-            # are few and dense), and a summary that frees a few tokens comes late.
-            moves = [(self._release_cost(i), i, True) for i in errors]
-            moves += [(self._summary_cost(i), i, False) for i in movable]
-            moves.sort(key=lambda m: (last(m[1]), m[0], -self.info[m[1]].tokens, m[1], m[2]))
-            for _cost, i, is_error in moves:
-                if is_error:
+            # are few and dense), and a summary that frees a few tokens comes late. A long
+            # unit's shortest summary gives way to its note before a short unit changes (the
+            # summary of a long unit keeps little more than its note).
+            moves = [(self._release_cost(i), i, "error") for i in errors]
+            for i in movable:
+                summary = self._summary_cost(i)
+                moves.append((summary, i, "summarized"))
+                note = self._note_cost(i)
+                if note < float("inf"):
+                    moves.append((max(summary, note), i, "noted"))
+            step = {"summarized": 0, "noted": 1, "error": 2}
+            moves.sort(key=lambda m: (last(m[1]), m[0], -self.info[m[1]].tokens, m[1], step[m[2]]))
+            for _cost, i, move in moves:
+                if move == "error":
                     if release(i):
                         return
-                    continue
-                if self._walk(i, "summarized", change):
+                elif self._walk(i, move, change):
                     return
-            order = [i for _c, i, is_error in moves if not is_error]
+            order = list(dict.fromkeys(i for _c, i, move in moves if move != "error"))
             passes: tuple[str, ...] = ("noted", "dropped")
         elif policy == "summarize_largest":
             order = sorted(movable, key=lambda i: (last(i), -self.info[i].tokens, i))
@@ -1241,6 +1248,24 @@ class Plan:
         kept = self._value(i, shortest) if shortest.action != "dropped" else 0.0
         lost = info.value - kept + info.density * CHANGE_TOKENS
         return lost / info.raised / max(1, fixed.cost - shortest.cost)
+
+    def _note_cost(self, i: int) -> float:
+        """Value a must-keep unit loses per token it frees going from its shortest summary to
+        its note; inf when it has no summary or the note frees nothing."""
+        info = self.info[i]
+        fixed = info.fixed
+        notes = self._overflow_steps(info, "noted")
+        if fixed is None or not notes:
+            return float("inf")
+        steps = [f for f in self._overflow_steps(info, "summarized") if f.cost < fixed.cost]
+        if not steps:
+            return float("inf")
+        base = min(steps, key=lambda f: f.cost)
+        freed = base.cost - notes[0].cost
+        if freed <= 0:
+            return float("inf")
+        lost = self._value(i, base) - self._value(i, notes[0])
+        return max(0.0, lost) / info.raised / freed
 
     def _release_cost(self, i: int) -> float:
         """Value an error loses per token it frees when its error lines give way: error lines
