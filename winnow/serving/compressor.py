@@ -39,7 +39,7 @@ from typing import Any
 
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, DROPPABLE, Unit, as_unit
 from winnow.serving import strategies as st
-from winnow.serving.allocator import Option, allocate, cheapest, hull
+from winnow.serving.allocator import Option, allocate, allocate_exact, cheapest, hull
 from winnow.serving.categorizer import Categorizer, as_categorizer, load_categorizer
 from winnow.serving.relevance import distinctive_tokens, relevance
 from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer, summarize_all
@@ -98,6 +98,8 @@ RANK = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
 # tokens or not at all (fewer units change). Chosen on half of the trace sources, see the
 # README's compressor section (scripts/bench_ab.py --sources).
 CHANGE_TOKENS = 100
+# Inputs of at most this many tokens are allocated exactly (allocator.allocate_exact).
+EXACT_TOKENS = 4000
 
 
 class MustKeepOverflow(ValueError):
@@ -649,6 +651,11 @@ class Plan:
         self.items.sort(key=lambda it: it[0])
         self.asks: tuple[int, ...] = ()  # the first request and the latest user message
         self.info = self._infos(labels)
+        # A short conversation is allocated exactly: the greedy's granularity shows there (a
+        # limit of a few hundred tokens, one item frozen below a step it cannot afford), and
+        # the exact solution costs little. Decided by the input alone, so that one input gets
+        # one method at every limit (each is monotone in the limit).
+        self._exact = sum(info.tokens for info in self.info) <= EXACT_TOKENS
         self._summaries: dict[tuple[int, int], str] = {}
         self._locked: dict[int, Form] = {}  # units whose summary is written: they keep it
         self.planned: dict[int, Form] = {}
@@ -1047,7 +1054,8 @@ class Plan:
 
             picks = [as_strategy(item, o) for item, o in zip(self.items, options, strict=True)]
         else:
-            picks = allocate([[o for o, _f in opts] for opts in options], budget)
+            solve = allocate_exact if self._exact else allocate
+            picks = solve([[o for o, _f in opts] for opts in options], budget)
         if picks is None:  # the must-keep floor alone is over: keep the floor
             picks = [cheapest([o for o, _f in opts]) for opts in options]
         choice: dict[int, Form] = {}
