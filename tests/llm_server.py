@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["LLMServer", "RecordedRequest", "Reply"]
+__all__ = ["LLMServer", "LoopbackServer", "RecordedRequest", "Reply", "common_prefix", "error_body"]
 
 BYTES_PER_TOKEN = 4  # the usual rough figure; only used for the simulated usage
 
@@ -100,10 +100,10 @@ def _prompt_key(api: str, body: dict[str, Any]) -> bytes:
     return json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _common_prefix(a: bytes, b: bytes) -> int:
-    n = min(len(a), len(b))
-    lo, hi = 0, n
-    while lo < hi:  # binary search on prefix equality: fast on large bodies
+def common_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix (a binary search: fast on large bodies)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
         mid = (lo + hi + 1) // 2
         if a[:mid] == b[:mid]:
             lo = mid
@@ -112,54 +112,23 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-class _Aborted(Exception):
-    pass
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 (ephemeral port), a context manager; it stops on
+    exit or after `lifetime` seconds. Its `handler` class reaches the server as `self.owner`."""
 
+    handler: type[BaseHTTPRequestHandler]
 
-class _Cut(Exception):
-    pass
-
-
-class LLMServer:
-    """Threaded loopback server; use as a context manager."""
-
-    def __init__(
-        self,
-        replies: list[Reply | str] | Callable[[RecordedRequest], Reply | str] | None = None,
-        *,
-        chunk_delay: float = 0.0,
-        lifetime: float = 60.0,
-        model: str = "test-model",
-        validate: Callable[[str, Any], list[str]] | None = None,
-    ) -> None:
-        self._script = replies
-        self.validate = validate
-        self._next = 0
-        self.chunk_delay = chunk_delay
+    def __init__(self, lifetime: float) -> None:
         self.lifetime = lifetime
-        self.model = model
-        self.requests: list[RecordedRequest] = []
-        self._prompts: list[bytes] = []
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
         self._stopping = threading.Event()
-        self.stream_started = threading.Event()  # set once any stream has sent a delta
         self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._timer: threading.Timer | None = None
 
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> LLMServer:
-        server = self
-
-        class Handler(_Handler):
-            owner = server
-
+    def start(self) -> Any:
+        Handler = type("Handler", (self.handler,), {"owner": self})  # noqa: N806
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._httpd.serve_forever, args=(0.02,), daemon=True).start()
         self._timer = threading.Timer(self.lifetime, self.stop)
         self._timer.daemon = True
         self._timer.start()
@@ -175,7 +144,7 @@ class LLMServer:
             self._httpd.shutdown()
             self._httpd.server_close()
 
-    def __enter__(self) -> LLMServer:
+    def __enter__(self) -> Any:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -190,6 +159,43 @@ class LLMServer:
     def base_url(self) -> str:
         """Root URL; the Anthropic SDK appends /v1/messages."""
         return f"http://127.0.0.1:{self.port}"
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Cut(Exception):
+    pass
+
+
+class LLMServer(LoopbackServer):
+    """Threaded loopback server; use as a context manager."""
+
+    def __init__(
+        self,
+        replies: list[Reply | str] | Callable[[RecordedRequest], Reply | str] | None = None,
+        *,
+        chunk_delay: float = 0.0,
+        lifetime: float = 60.0,
+        model: str = "test-model",
+        validate: Callable[[str, Any], list[str]] | None = None,
+    ) -> None:
+        super().__init__(lifetime)
+        self.handler = _Handler
+        self._script = replies
+        self.validate = validate
+        self._next = 0
+        self.chunk_delay = chunk_delay
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self._prompts: list[bytes] = []
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self.stream_started = threading.Event()  # set once any stream has sent a delta
+
+    def __enter__(self) -> LLMServer:
+        return self.start()
 
     @property
     def openai_base_url(self) -> str:
@@ -245,7 +251,7 @@ class LLMServer:
             cached = 0
             if isinstance(rec.body, dict):
                 key = _prompt_key(rec.api, rec.body)
-                cached = max((_common_prefix(key, p) for p in self._prompts), default=0)
+                cached = max((common_prefix(key, p) for p in self._prompts), default=0)
                 self._prompts.append(key)
                 cached //= BYTES_PER_TOKEN
             self._cond.notify_all()
@@ -355,13 +361,13 @@ class _Handler(BaseHTTPRequestHandler):
             rec.problems = self.owner.validate(api, body)
         reply, cached = self.owner._record(rec)
         if not isinstance(body, dict):
-            self._send_json(400, _error(api, 400, "body is not a JSON object"))
+            self._send_json(400, error_body(api, 400, "body is not a JSON object"))
             return
         if rec.problems:
-            self._send_json(400, _error(api, 400, "; ".join(rec.problems)))
+            self._send_json(400, error_body(api, 400, "; ".join(rec.problems)))
             return
         if reply.status >= 400:
-            self._send_json(reply.status, _error(api, reply.status, reply.text))
+            self._send_json(reply.status, error_body(api, reply.status, reply.text))
             return
         usage = _usage(rec, reply, cached)
         model = body.get("model") or self.owner.model
@@ -553,11 +559,13 @@ def _openai_completion(reply: Reply, usage: dict, model: str) -> dict[str, Any]:
     }
 
 
-def _error(api: str, status: int, message: str) -> dict[str, Any]:
+def error_body(api: str, status: int, message: str) -> dict[str, Any]:
+    """The provider's error JSON for an HTTP status."""
     if api == "anthropic":
         kind = {
             400: "invalid_request_error",
             401: "authentication_error",
+            404: "not_found_error",
             429: "rate_limit_error",
             529: "overloaded_error",
         }

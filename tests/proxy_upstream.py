@@ -28,10 +28,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from api_validate import validate_anthropic, validate_openai
+from llm_server import LoopbackServer, common_prefix, error_body
 
 BYTES_PER_TOKEN = 4
 MIN_CACHEABLE = 1024
@@ -80,17 +81,6 @@ def cacheable_prompt(api: str, body: dict[str, Any]) -> bytes:
     return _MARKER.sub("", text).encode()
 
 
-def common_prefix(a: bytes, b: bytes) -> int:
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 # -- validation ----------------------------------------------------------------------------------
 
 
@@ -112,7 +102,7 @@ def validate(api: str, body: Any, signed: dict[str, str]) -> list[str]:
 # -- the server ----------------------------------------------------------------------------------
 
 
-class Upstream:
+class Upstream(LoopbackServer):
     """Threaded loopback stand-in; a context manager."""
 
     def __init__(
@@ -121,46 +111,17 @@ class Upstream:
         *,
         lifetime: float = 300.0,
     ) -> None:
+        super().__init__(lifetime)
+        self.handler = _Handler
         self.script = script
-        self.lifetime = lifetime
         self.requests: list[Recorded] = []
         self.signed: dict[str, str] = {}  # signature -> the thinking it signs
         self._prompts: list[bytes] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
 
     def __enter__(self) -> Upstream:
-        owner = self
-
-        class Handler(_Handler):
-            server_owner = owner
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
-        self._timer = threading.Timer(self.lifetime, self.stop)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        self._timer.cancel()
-        if self._httpd:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-
-    @property
-    def base_url(self) -> str:
-        assert self._httpd
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return self.start()
 
     def problems(self) -> list[str]:
         return [f"request {i}: {p}" for i, r in enumerate(self.requests) for p in r.problems]
@@ -216,7 +177,7 @@ class Upstream:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server_owner: Upstream
+    owner: Upstream
     protocol_version = "HTTP/1.1"
     timeout = 30
 
@@ -243,7 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("request-id", self.server_owner.next_id("req"))
+        self.send_header("request-id", self.owner.next_id("req"))
         self.send_header("x-stand-in", "yes")
         self.end_headers()
         self.wfile.write(data)
@@ -269,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         rec = self._record("GET")
-        self.server_owner._answer(rec)
+        self.owner._answer(rec)
         if rec.path == "/v1/models":
             self._send_json(rec, 200, {"data": [{"id": "claude-test", "type": "model"}]})
         else:
@@ -277,25 +238,25 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         rec = self._record("POST")
-        owner = self.server_owner
+        owner = self.owner
         turn = owner._answer(rec)
         if turn.stall:
             owner._stopping.wait(turn.stall)
         if not isinstance(rec.body, dict):
-            self._send_json(rec, 400, _error(rec.api, 400, "body is not a JSON object"))
+            self._send_json(rec, 400, error_body(rec.api, 400, "body is not a JSON object"))
             return
         if rec.path.endswith("/count_tokens"):
             total = len(rec.raw) // BYTES_PER_TOKEN
             self._send_json(rec, 200, {"input_tokens": total})
             return
         if not rec.path.endswith(("/v1/messages", "/chat/completions")):
-            self._send_json(rec, 404, _error(rec.api, 404, f"no route {rec.path}"))
+            self._send_json(rec, 404, error_body(rec.api, 404, f"no route {rec.path}"))
             return
         if turn.status >= 400:
-            self._send_json(rec, turn.status, _error(rec.api, turn.status, turn.text))
+            self._send_json(rec, turn.status, error_body(rec.api, turn.status, turn.text))
             return
         if rec.problems:  # what the real API does with an invalid request
-            self._send_json(rec, 400, _error(rec.api, 400, "; ".join(rec.problems)[:500]))
+            self._send_json(rec, 400, error_body(rec.api, 400, "; ".join(rec.problems)[:500]))
             return
         try:
             if rec.api == "anthropic":
@@ -306,7 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _anthropic(self, rec: Recorded, turn: Turn) -> None:
-        owner = self.server_owner
+        owner = self.owner
         model = rec.body.get("model", "claude-test")
         blocks: list[dict[str, Any]] = []
         if turn.thinking is not None:
@@ -392,7 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
         rec.completed = True
 
     def _openai(self, rec: Recorded, turn: Turn) -> None:
-        owner = self.server_owner
+        owner = self.owner
         model = rec.body.get("model", "gpt-test")
         calls = [
             {
@@ -447,16 +408,3 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Gone(Exception):
     pass
-
-
-def _error(api: str, status: int, message: str) -> dict[str, Any]:
-    if api == "anthropic":
-        kind = {
-            400: "invalid_request_error",
-            401: "authentication_error",
-            404: "not_found_error",
-            429: "rate_limit_error",
-            529: "overloaded_error",
-        }.get(status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"message": message, "type": "invalid_request_error", "code": None}}

@@ -157,3 +157,42 @@ def test_audit_of_a_damaged_log_is_one_line(tmp_path, capsys):
     # entries of the wrong shape are shown as they are, never a traceback
     log.path.write_text(json.dumps({"event": "compact", "time": "x", "tokens_before": []}) + "\n")
     assert main(["audit", str(log.path)]) == 0
+
+
+def test_audit_of_a_log_cut_mid_line_keeps_the_entries_before(tmp_path, capsys):
+    """A harness killed mid-write leaves a cut last line: the entries before it are still
+    listed and checked, and the cut line is named (exit 1: one entry could not be checked)."""
+    log, _ = _audited(tmp_path)
+    with log.path.open("a") as f:
+        f.write('{"time": 2, "session_id": "s", "event": "comp')
+    assert main(["audit", str(log.path)]) == 1
+    out, err = capsys.readouterr()
+    assert "restores" in out and "compact" in out
+    assert f"{log.path}:2:" in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_audit_and_restore_of_deeply_nested_lines_are_one_line(tmp_path, capsys):
+    log, path = _audited(tmp_path)
+    deep = "[" * 100_000 + "]" * 100_000
+    with log.path.open("a") as f:
+        f.write(deep + "\n")
+    assert main(["audit", str(log.path)]) == 1
+    out, err = capsys.readouterr()
+    assert "restores" in out and f"{log.path}:2:" in err and "Traceback" not in err
+    # the archive itself damaged the same way: named, never a RecursionError
+    with path.open("a") as f:
+        f.write(deep + "\n")
+    try:
+        restore(path)
+    except ValueError as e:
+        assert f"{path}:" in str(e)
+    else:
+        raise AssertionError("a damaged archive restored")
+    assert main(["audit", str(log.path)]) == 1
+    out, err = capsys.readouterr()
+    assert "unreadable" in out and "Traceback" not in err
+    # and a new archive still gets a fresh number past the damaged log's
+    assert (
+        AuditLog(tmp_path, "s").archive(conversation("y"), "compact").name == "s.002.compact.jsonl"
+    )

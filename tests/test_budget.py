@@ -256,3 +256,35 @@ def test_posttooluse_hook_exits_0_on_any_input(tmp_path, case, note):
     )
     assert r.returncode == 0 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and note in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+DEEP_LINE = '{"type": "assistant", "usage": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def test_budget_report_and_hook_read_past_a_line_nested_100000_deep(tmp_path, capsys):
+    """A damaged line costs that line: the samples and the usage around it still count."""
+    log = tmp_path / "b.jsonl"
+    ContextBudget(log, window=100_000, threshold=40).record({"input_tokens": 30_000})
+    with log.open("a") as f:
+        f.write(DEEP_LINE + "\n")
+    assert [s.used for s in read_samples(log)] == [30_000]
+    assert main(["budget", "report", str(log), "--plot", str(tmp_path / "p.png")]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    again = ContextBudget(log, window=100_000, threshold=40)  # continues from the file
+    assert again.record({"input_tokens": 50_000}).crossed
+    t = tmp_path / "session.jsonl"
+    usage = {"input_tokens": 8, "cache_read_input_tokens": 87_066, "output_tokens": 1}
+    t.write_text(_line("assistant", usage) + "\n" + DEEP_LINE + "\n")
+    r = _run_hook(tmp_path, t)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert json.loads(r.stdout)["decision"] == "block"
+
+
+def test_budget_report_without_samples_is_one_line_exit_1(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no .winnow/budget.jsonl here
+    assert main(["budget", "report"]) == 1
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert main(["budget", "report", "empty.jsonl"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "no samples file" in err[0] and "no samples" in err[1]
+    assert not (tmp_path / "empty.png").exists()

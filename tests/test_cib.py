@@ -30,7 +30,7 @@ from winnow.batch.cib.probes import (
     read_facts,
 )
 from winnow.batch.cib.runner import Benchmark, CIBConfig, read_results
-from winnow.serving.tokens import default_token_counter
+from winnow.serving.tokens import HeuristicCounter, default_token_counter
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"window": 4000, "buckets": (20, 80), "n": 3, "concurrency": 2, "max_retries": 0}
@@ -556,3 +556,91 @@ def test_probe_file_with_a_byte_order_mark_loses_no_probe(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())
     problems: list[str] = []
     assert [p.id for p in load_probes(path, problems)] == ["a", "b"] and problems == []
+
+
+def test_a_results_line_nested_100000_deep_is_one_note(tmp_path):
+    path = tmp_path / "results.jsonl"
+    good = {"key": "filler/10/q1", "config": "abc", "f1": 1.0}
+    path.write_text(json.dumps(good) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    records, notes = read_results(path, "abc")
+    assert list(records) == ["filler/10/q1"]
+    assert len(notes) == 1 and notes[0].startswith(f"{path}:2: ")
+
+
+@pytest.mark.parametrize("render", ["tools", "text"])
+def test_plan_counts_what_the_run_sends_without_rebuilding_per_bucket(monkeypatch, render):
+    """`--plan` at a 128K window took a minute: every bucket regenerated each probe's
+    passages and their filler and rendered every request. Its totals stay exact (what
+    `request_tokens` counts of each request), while each probe's passages and each filler
+    passage are made once for all buckets and no request is rendered."""
+    import winnow.batch.cib.context as context
+    import winnow.batch.cib.probes as probes
+
+    config = CIBConfig(window=6000, buckets=(30, 60, 90), n=2, render=render)
+    bench = Benchmark(config)
+    expected: dict[str, int] = {}
+    for bucket in config.buckets:
+        for probe in bench.probes:
+            units = bench.builder.distractor(probe, bucket)
+            for arm, arm_units in (
+                ("distractor", units),
+                ("filler", bench.builder.filler(probe, units)),
+            ):
+                n = bench.builder.request_tokens(bench.builder.request(arm_units))
+                expected[arm] = expected.get(arm, 0) + n
+    calls = {"filler": 0, "streams": 0}
+    real_filler, real_stream = context.filler_text, probes.Probe.distractor_stream
+
+    def filler(*a, **kw):
+        calls["filler"] += 1
+        return real_filler(*a, **kw)
+
+    def stream(self):
+        calls["streams"] += 1
+        return real_stream(self)
+
+    def no_request(units):
+        raise AssertionError("the plan rendered a request")
+
+    fresh = Benchmark(config)
+    monkeypatch.setattr(context, "filler_text", filler)
+    monkeypatch.setattr(probes.Probe, "distractor_stream", stream)
+    monkeypatch.setattr(fresh.builder, "request", no_request)
+    plan = fresh.plan()
+    assert {a: plan["prompt_tokens"][a] for a in expected} == expected
+    assert calls["streams"] == len(fresh.probes)  # once per probe, not once per bucket
+    competing = sum(
+        u.kind == "tool_result" and u.extra["cib_passage"][0] == "d"
+        for p in fresh.probes
+        for u in fresh.builder.distractor(p, max(config.buckets))
+    )
+    assert calls["filler"] == competing  # each competing passage's filler once
+
+
+def _filler_one_by_one(tokens, key, counter):
+    """filler_text as first written: each sentence, then each word, added and counted."""
+    import random as _random
+
+    from winnow.batch.cib.probes import GENERATOR_VERSION, _filler_sentences
+
+    rng = _random.Random(f"{GENERATOR_VERSION}:filler:{key}")
+    text = ""
+    for sentence in _filler_sentences(rng):
+        longer = f"{text} {sentence}" if text else sentence
+        if counter.count(longer) > tokens:
+            break
+        text = longer
+    for word in sentence.split(" "):
+        longer = f"{text} {word}" if text else word
+        if counter.count(longer) > tokens:
+            break
+        text = longer
+    return text
+
+
+@pytest.mark.parametrize("counter", [default_token_counter(), HeuristicCounter()])
+def test_filler_text_is_the_text_of_adding_one_sentence_at_a_time(counter):
+    """Faster, and the same prose as before for every length (results on disk stay valid)."""
+    for n in [*range(0, 40), 57, 150, 151, 333, 1000, 2048]:
+        for key in ("gen-0-1:d7", f"p{n}"):
+            assert filler_text(n, key, counter) == _filler_one_by_one(n, key, counter), (n, key)

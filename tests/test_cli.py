@@ -4,6 +4,7 @@ standard output, one-line errors, and nothing written by a job that failed."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -215,3 +216,43 @@ def test_an_output_under_a_file_is_one_line(argv, demo_session, tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err and str(plain) in err
     assert err.strip().count("\n") == 0 and plain.read_text() == "mine"
+
+
+def test_classify_and_label_show_print_no_terminal_controls(tmp_path, capsys):
+    """A transcript's ANSI sequences (a coloured tool output), carriage returns and bidi
+    overrides are shown escaped on the terminal; the file output keeps the text as it is."""
+    text = "\x1b[31m0 errors\x1b[0m, done\rX \u202eevil\x9b2J"
+    session = tmp_path / "s.jsonl"
+    units = [
+        {
+            "id": "s:0",
+            "session_id": "s",
+            "index": 0,
+            "role": "user",
+            "kind": "text",
+            "text": "run lint",
+        },
+        {
+            "id": "s:1\x1b[2J",
+            "session_id": "s",
+            "index": 1,
+            "role": "tool",
+            "kind": "tool_result",
+            "text": text,
+            "tool_name": "Bash\x07",
+        },
+    ]
+    session.write_text("".join(json.dumps(u) + "\n" for u in units))
+    assert main(["classify", str(session), "--show"]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\r\u202e\x9b"), repr(out)
+    assert "\\x1b[31m0 errors" in out and "\\u202eevil" in out
+    assert main(["classify", str(session), "-o", str(tmp_path / "out.jsonl")]) == 0
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert records[1]["text"] == text
+    if importlib.util.find_spec("pyarrow") is not None:
+        capsys.readouterr()
+        argv = ["label", str(session), "-o", str(tmp_path / "l.parquet"), "--show", "5"]
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert not any(c in out for c in "\x1b\x07\r\u202e\x9b"), repr(out)

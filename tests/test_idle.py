@@ -607,3 +607,27 @@ def test_lazy_truncation_inside_a_long_single_turn(tmp_path):
         if str(b.get("content", "")).startswith("[tool result elided")
     ]
     assert 8 <= len(elided) < 12 and _pairs_valid(sent)
+
+
+def test_file_registry_reads_past_tool_arguments_nested_100000_deep():
+    """A turn whose call arguments are nested too deeply to parse still ends (no RecursionError
+    from `turn_ended`), and the files of the other calls are still tracked."""
+    from winnow.runtime.transcript import FileRegistry, to_units
+
+    def call(i, arguments):
+        fn = {"name": "read_file", "arguments": arguments}
+        return {
+            "role": "assistant",
+            "tool_calls": [{"id": f"c{i}", "type": "function", "function": fn}],
+        }
+
+    messages = [
+        {"role": "user", "content": "read them"},
+        call(1, "[" * 100_000 + "]" * 100_000),
+        {"role": "tool", "tool_call_id": "c1", "content": "?"},
+        call(2, json.dumps({"path": "app.py"})),
+        {"role": "tool", "tool_call_id": "c2", "content": "print(1)"},
+    ]
+    registry = FileRegistry()
+    registry.observe(to_units("openai", messages))
+    assert list(registry.reads) == ["app.py"]

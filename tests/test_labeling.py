@@ -400,3 +400,19 @@ def test_label_command_unknown_ids_are_one_line_and_empty_report_fails(tmp_path,
 
     assert main(["label", str(FIXTURE), "-o", str(out), "--labels", str(other)]) == 0
     assert out.exists()
+
+
+def test_labels_file_with_a_byte_order_mark_or_a_deep_line(tmp_path):
+    """A label file saved by an editor that writes a BOM keeps its first label; a line nested
+    10^5 deep is one bad line, not a RecursionError."""
+    labels = tmp_path / "gold.jsonl"
+    labels.write_bytes(
+        b"\xef\xbb\xbf"
+        + b'{"id": "s:0", "category": "constraint"}\n'
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b'\n{"id": "s:1", "category": "status"}\n'
+    )
+    join = load_labels([labels], known_ids={"s:0", "s:1"})
+    assert join.labels == {"s:0": "constraint", "s:1": "status"}
+    assert len(join.problems) == 1 and join.problems[0].startswith(f"{labels}:2: ")

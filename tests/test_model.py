@@ -129,7 +129,7 @@ def test_must_keep_metrics():
 
 
 @pytest.mark.slow
-def test_cli_train_writes_a_loadable_model(tmp_path, classifier_rows):
+def test_cli_train_writes_a_loadable_model(tmp_path, classifier_rows, capsys):
     from winnow.cli import main
     from winnow.serving.classifier import ImportanceClassifier
 
@@ -150,6 +150,9 @@ def test_cli_train_writes_a_loadable_model(tmp_path, classifier_rows):
         "400",
     ]
     assert main(argv) == 0
+    # the epoch line and the summary give two macro-F1s: the summary says which is which
+    err = capsys.readouterr().err
+    assert "after the must-keep bias" in err and "epoch  1/1" in err
     clf = ImportanceClassifier.load(out)
     assert clf.info["name"] == "model" and clf.info["max_len"] == 32
     assert len(clf.predict([{"role": "user", "kind": "text", "text": "hello", "index": 0}])) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from pathlib import Path
@@ -418,15 +419,33 @@ def test_cli_checks_and_loopback_warning(monkeypatch, capsys):
     assert main(["proxy", "--upstream", "ftp://x"]) == 1
     assert main(["proxy", "--upstream", "http://x", "--budget", "0"]) == 1
     assert "--budget" in capsys.readouterr().err
+    assert main(["proxy", "--upstream", "http://x", "--port", "65536"]) == 1
+    assert "--port" in capsys.readouterr().err
     import uvicorn
 
     served = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(kw))
-    assert main(["proxy", "--upstream", "http://127.0.0.1:1", "--host", "0.0.0.0"]) == 0
-    assert "warning: listening on 0.0.0.0" in capsys.readouterr().err
-    assert served["host"] == "0.0.0.0"  # nothing was bound: uvicorn.run is replaced
-    assert main(["proxy", "--upstream", "http://127.0.0.1:1"]) == 0
+
+    def run(server, sockets):  # serves nothing: the socket is bound, then closed
+        served.update(host=server.config.host, port=sockets[0].getsockname()[1])
+        sockets[0].close()
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    assert (
+        main(["proxy", "--upstream", "http://127.0.0.1:1", "--host", "0.0.0.0", "--port", "0"]) == 0
+    )
+    err = capsys.readouterr().err
+    assert "warning: listening on 0.0.0.0" in err
+    assert served["host"] == "0.0.0.0" and served["port"] > 0
+    assert f"http://0.0.0.0:{served['port']} ->" in err  # the port taken, not 0
+    assert main(["proxy", "--upstream", "http://127.0.0.1:1", "--port", "0"]) == 0
     assert "warning" not in capsys.readouterr().err
+    with socket.socket() as taken:  # a port in use: one line, exit 1
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert main(["proxy", "--upstream", "http://127.0.0.1:1", "--port", port]) == 1
+        err = capsys.readouterr().err
+        assert port in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_stream_that_stalls_ends_with_the_apis_error_event(compressor, tmp_path):
@@ -445,18 +464,15 @@ def test_a_stream_that_stalls_ends_with_the_apis_error_event(compressor, tmp_pat
 
 
 def test_the_winnow_proxy_command_serves(tmp_path):
-    import socket
+    import re
     import subprocess
     import sys
 
-    with socket.socket() as s:  # a free port for the command to take
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with Upstream(Agent()) as up:
         cmd = [sys.executable, "-m", "winnow.cli", "proxy", "--upstream", up.base_url]
         cmd += [
             "--port",
-            str(port),
+            "0",  # any free port: the first line says which
             "--budget",
             "50%",
             "--window",
@@ -466,7 +482,11 @@ def test_the_winnow_proxy_command_serves(tmp_path):
         ]
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         try:
-            url = f"http://127.0.0.1:{port}"
+            assert proc.stderr is not None
+            first = proc.stderr.readline()
+            port = re.match(r"winnow proxy: http://127\.0\.0\.1:(\d+) -> ", first)
+            assert port and int(port.group(1)) > 0, first
+            url = f"http://127.0.0.1:{port.group(1)}"
             deadline = time.monotonic() + 60
             while True:
                 try:
@@ -481,7 +501,7 @@ def test_the_winnow_proxy_command_serves(tmp_path):
         finally:
             proc.terminate()
             err = proc.communicate(timeout=30)[1]
-    assert "budget 4,000 tokens" in err and "sk-test" not in err
+    assert "budget 4,000 tokens" in first and "sk-test" not in first + err
     assert not up.problems()
     assert {"compact", "reuse"} <= {r["action"] for r in read_audit(tmp_path)}
 

@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 
 from winnow.serving.compressor import CompressorConfig, SemanticCompressor
 from winnow.serving.proxy_compress import default_compressor
-from winnow.serving.proxy_state import (
-    Rewriter,
-    RewriterConfig,
-    message_digest,
-    parse_request,
-)
+from winnow.serving.proxy_state import Rewriter, RewriterConfig
+from winnow.serving.proxy_wire import message_digest, parse_request, text_digest
 
 TOOLS = [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}]
 
@@ -75,9 +71,7 @@ def test_digest_is_blind_to_breakpoints_and_spacing():
         texts = [json.dumps(x, separators=sep) for x in (m, marked, first)]
         spans = [parse_request(f'{{"messages":[{t}]}}'.encode()) for t in texts]
         got = {s.text[s.spans[0][0] : s.spans[0][1]] for s in spans}
-        from winnow.serving.proxy_state import _digest
-
-        assert len({_digest(t) for t in got}) == 1
+        assert len({text_digest(t) for t in got}) == 1
     assert message_digest(m) != message_digest({"role": "user", "content": "y"})
 
 

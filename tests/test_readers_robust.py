@@ -281,3 +281,119 @@ def test_an_unreadable_folder_is_one_line_and_the_others_are_read(
     assert f"{locked}: cannot read this folder" in out.out + out.err
     if command == "extract":  # score reads files in worker processes, which read this one
         assert f"{denied}: cannot read" in out.out + out.err
+
+
+def _jsonl(path: Path, records: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_tool_arguments_nested_100000_deep_keep_their_call(tmp_path) -> None:
+    """Arguments are a JSON string inside a good record: too deep to parse, they are kept as
+    sent, and the call stays beside its result (no record lost, no problem, no traceback)."""
+    ts = "2025-01-01T00:00:00Z"
+    codex = _jsonl(
+        tmp_path / "rollout-2025-01-01T00-00-00-s1.jsonl",
+        [
+            {"timestamp": ts, "type": "session_meta", "payload": {"id": "s1", "cwd": "/w"}},
+            {
+                "timestamp": ts,
+                "type": "response_item",
+                "payload": {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "fix the bug"}],
+                },
+            },
+            {
+                "timestamp": ts,
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": "shell",
+                    "arguments": DEEP,
+                    "call_id": "c1",
+                },
+            },
+            {
+                "timestamp": ts,
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call_output",
+                    "call_id": "c1",
+                    "output": '{"output"' + DEEP,
+                },
+            },
+        ],
+    )
+    metadata = {
+        "function_name": "execute_bash",
+        "tool_call_id": "c1",
+        "model_response": {
+            "choices": [
+                {"message": {"tool_calls": [{"id": "c1", "function": {"arguments": DEEP}}]}}
+            ]
+        },
+    }
+    openhands = tmp_path / "events.json"
+    openhands.write_text(
+        json.dumps(
+            [
+                {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+                {
+                    "id": 1,
+                    "source": "agent",
+                    "action": "run",
+                    "args": {"command": "ls"},
+                    "tool_call_metadata": metadata,
+                },
+                {
+                    "id": 2,
+                    "source": "agent",
+                    "observation": "run",
+                    "content": "a.py",
+                    "cause": 1,
+                    "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": "c1"},
+                },
+            ]
+        )
+    )
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": DEEP}}
+    swe = tmp_path / "run.traj"
+    swe.write_text(
+        json.dumps(
+            {
+                "history": [
+                    {"role": "user", "content": "fix it", "agent": "main"},
+                    {"role": "assistant", "content": "looking", "tool_calls": [call]},
+                    {"role": "tool", "content": "a.py", "tool_call_ids": ["c1"]},
+                    {"role": "assistant", "content": "done", "tool_calls": DEEP},
+                ]
+            }
+        )
+    )
+    for path in (codex, openhands, swe):
+        units, report = read(path)
+        assert report.problems == [], path
+        calls = [u for u in units if u.kind == "tool_call"]
+        results = [u for u in units if u.kind == "tool_result"]
+        assert [u.text for u in calls] == [DEEP], path
+        assert [u.call_id for u in results] == [calls[0].call_id], path
+
+
+def test_a_queued_message_nested_100000_deep_is_read(tmp_path) -> None:
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    path = _jsonl(
+        tmp_path / "session.jsonl",
+        [
+            {
+                "type": "user",
+                "uuid": "u1",
+                "sessionId": "s",
+                "message": {"role": "user", "content": "go"},
+            },
+            {"type": "queue-operation", "operation": "enqueue", "sessionId": "s", "content": deep},
+        ],
+    )
+    units, report = read(path)
+    assert report.problems == [] and [u.text for u in units] == ["go", deep]

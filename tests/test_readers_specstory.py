@@ -93,6 +93,34 @@ def test_claude_code_queued_user_messages_are_units_at_their_place(tmp_path):
         ("user", "text", "then commit"),
     ]
     assert units[3].extra.get("queued") is True
+    # the summary calls no read record skipped: the typed messages and their queue markers
+    # are read; only the notification (and the marker handing it over) is left out
+    report = ReadReport()
+    list(read_file(path, report))
+    assert report.skipped == {"claude_code: queued notification": 2}
+
+
+def test_a_notification_removed_by_its_text_leaves_the_queue_in_step(tmp_path):
+    """Claude Code removes a task notification by naming it (as in oh-my-posh 9b/dd12391c14):
+    a message typed after it and dequeued is read once, not a second time at the end."""
+    note = "<task-notification>\n<task-id>b1</task-id>\n</task-notification>"
+
+    def line(**kw):
+        return json.dumps({"sessionId": "s", "timestamp": "2026-02-12T17:14:48.327Z", **kw})
+
+    path = tmp_path / "session.jsonl"
+    records = [
+        line(type="user", uuid="u1", message={"role": "user", "content": "fix the tests"}),
+        line(type="queue-operation", operation="enqueue", content=note),
+        line(type="queue-operation", operation="remove", content=note),
+        line(type="queue-operation", operation="enqueue", content="then commit"),
+        line(type="queue-operation", operation="dequeue"),
+        line(type="user", uuid="u2", message={"role": "user", "content": "then commit"}),
+    ]
+    path.write_text("\n".join(records) + "\n")
+    report = ReadReport()
+    assert [u.text for u in read_file(path, report)] == ["fix the tests", "then commit"]
+    assert report.skipped == {"claude_code: queued notification": 2}
 
 
 @pytest.mark.traces

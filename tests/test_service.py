@@ -216,6 +216,33 @@ def test_compress_takes_a_count_as_a_string(client):
     assert r.json()["winnow"]["tokens_after"] <= 300
 
 
+@pytest.mark.parametrize("policy", ["error", "summarize", "summarize_largest", "truncate_oldest"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": [{"role": "user", "content": "hi"}]},
+        {"system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]},
+        {"units": [{"role": "user", "kind": "text", "text": "hi"}]},
+    ],
+)
+def test_compress_with_nothing_left_is_a_clear_422(client, body, policy):
+    """Under a limit that holds nothing, no empty (invalid) request comes back as a 200."""
+    r = client.post(
+        "/v1/compress", json={**body, "token_limit": 1, "on_must_keep_overflow": policy}
+    )
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert isinstance(detail, str) and "limit" in detail and "\n" not in detail
+
+
+def test_compress_of_a_request_without_a_message_is_a_clear_422(client):
+    r = client.post(
+        "/v1/compress",
+        json={"messages": [{"role": "system", "content": "You are terse."}], "token_limit": 99},
+    )
+    assert r.status_code == 422 and "user or assistant" in r.json()["detail"]
+
+
 def test_compress_normalized_units_fits_the_limit(client):
     units = real_units("copilot.jsonl")
     before = client.post("/v1/compress", json={"units": units, "token_limit": 10**9}).json()

@@ -104,6 +104,20 @@ class Output:
             self.path.unlink(missing_ok=True)
 
 
+# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides and
+# isolates: printed raw, a transcript's ANSI sequences restyle, move or clear the user's
+# terminal, and an override reorders what is shown.
+_UNPRINTABLE = {
+    c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))
+} | {c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: its control characters shown as escapes (`\\x1b`),
+    never sent as they are. For what people read; files keep the text as it is."""
+    return text.translate(_UNPRINTABLE)
+
+
 def reject_stdout(value: str | None, why: str) -> str | None:
     """The one-line error for `-o -` where the output cannot be a stream, else None."""
     return f"-o - (standard output) is not possible here: {why}" if value == STDOUT else None

@@ -1,1 +1,2 @@
-"""Batch scoring on local processes or Ray."""
+"""Batch jobs: scoring transcripts on local processes or Ray (`score`), and the
+context-intelligence benchmark (`winnow.batch.cib`)."""

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from winnow.data.extract import SCHEMA as EXTRACT_SCHEMA
-from winnow.data.readers import ReadReport, detect_format, read_file
+from winnow.data.readers import ReadReport, claimed, read_file
 from winnow.data.readers.base import iter_files
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, Unit
 
@@ -110,15 +110,7 @@ def list_transcripts(paths: Iterable[str | Path], report: ReadReport) -> list[Pa
         if not p.is_dir():
             out.append(p)
             continue
-        for f in iter_files([p], report.unreadable_folder):
-            try:
-                unknown = f.stat().st_size and detect_format(f) is None
-            except OSError:
-                unknown = False  # score_file reports it
-            if unknown:
-                report.skip_file(f, f"not a transcript ({f.suffix or f.name})")
-            else:
-                out.append(f)
+        out.extend(f for f in iter_files([p], report.unreadable_folder) if claimed(f, report))
     return out
 
 

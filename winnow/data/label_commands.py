@@ -6,8 +6,6 @@ import argparse
 
 from winnow.cli import CommandError, check_inputs, check_output, non_negative_int
 
-LABEL_COLUMNS = ("category", "label_source", "label_votes", "hand_label")
-
 
 def _add_label(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -69,7 +67,6 @@ def _load(paths: list[str], console):
 def _run_label(args: argparse.Namespace) -> int:
     import time
 
-    import pyarrow as pa
     import pyarrow.parquet as pq
     from rich.console import Console
 
@@ -80,6 +77,7 @@ def _run_label(args: argparse.Namespace) -> int:
         apply_labels,
         evaluate_labeler,
         load_labels,
+        with_label_columns,
     )
 
     check_inputs([*args.paths, *args.labels])
@@ -124,14 +122,7 @@ def _run_label(args: argparse.Namespace) -> int:
         n = apply_labels(labeled, join.labels)
         console.print(f"joined {n:,} labels from {len(args.labels)} file(s)")
 
-    table = table.drop_columns([c for c in LABEL_COLUMNS if c in table.column_names])
-    for name, values, typ in (
-        ("category", [lu.category for lu in labeled], pa.string()),
-        ("label_source", [lu.label_source for lu in labeled], pa.string()),
-        ("label_votes", [len(lu.votes) for lu in labeled], pa.int32()),
-        ("hand_label", [lu.label_source == "hand" for lu in labeled], pa.bool_()),
-    ):
-        table = table.append_column(name, pa.array(values, typ))
+    table = with_label_columns(table, labeled)
     with Output(args.output) as out:
         pq.write_table(table, out.path, compression="zstd")
         out.commit()
@@ -209,6 +200,7 @@ def _print_samples(console, labeled, n: int) -> None:
 
     from rich.markup import escape
 
+    from winnow.cli import printable
     from winnow.data.schema import CATEGORIES
 
     rng = random.Random(0)
@@ -219,10 +211,9 @@ def _print_samples(console, labeled, n: int) -> None:
         console.rule(f"{c} ({len(xs):,})")
         for lu in rng.sample(xs, min(n, len(xs))):
             u = lu.unit
-            head = " ".join(u.text.split())[:160]
-            console.print(
-                f"[dim]{lu.label_source} {u.role}/{u.kind}{'/' + u.tool_name if u.tool_name else ''}[/] {escape(head)}"
-            )
+            head = printable(" ".join(u.text.split()))[:160]  # no terminal controls
+            what = printable(f"{u.role}/{u.kind}" + (f"/{u.tool_name}" if u.tool_name else ""))
+            console.print(f"[dim]{lu.label_source} {escape(what)}[/] {escape(head)}")
 
 
 def _add_dataset(p: argparse.ArgumentParser) -> None:

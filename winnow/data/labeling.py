@@ -657,6 +657,26 @@ class Labeler:
         return LabeledUnit(u, winner, f"lf:{source}", tuple((f.name, c) for f, c in votes))
 
 
+# The columns `winnow label` adds to a table of units from `winnow extract`.
+LABEL_COLUMNS = ("category", "label_source", "label_votes", "hand_label")
+
+
+def with_label_columns(table: Any, labeled: Sequence[LabeledUnit]) -> Any:
+    """A pyarrow table of units with the label columns of `labeled` (one per row, in row
+    order) added, replacing any it had."""
+    import pyarrow as pa
+
+    table = table.drop_columns([c for c in LABEL_COLUMNS if c in table.column_names])
+    for name, values, typ in (
+        ("category", [lu.category for lu in labeled], pa.string()),
+        ("label_source", [lu.label_source for lu in labeled], pa.string()),
+        ("label_votes", [len(lu.votes) for lu in labeled], pa.int32()),
+        ("hand_label", [lu.label_source == "hand" for lu in labeled], pa.bool_()),
+    ):
+        table = table.append_column(name, pa.array(values, typ))
+    return table
+
+
 # --- analysis --------------------------------------------------------------------------------
 
 
@@ -784,7 +804,8 @@ def load_labels(paths: Iterable[str | Path], known_ids: set[str] | None = None) 
     origin: dict[str, str] = {}
     for path in paths:
         path = Path(path)
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        # utf-8-sig: an editor's byte order mark is not part of the first label
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -793,6 +814,9 @@ def load_labels(paths: Iterable[str | Path], known_ids: set[str] | None = None) 
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
                     out.problems.append(f"{where}: invalid JSON ({e.msg}), line skipped")
+                    continue
+                except RecursionError:
+                    out.problems.append(f"{where}: JSON nested too deeply, line skipped")
                     continue
                 if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
                     out.problems.append(f'{where}: no string "id", line skipped')

@@ -36,8 +36,9 @@ def _line(obj: Any) -> str:
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
-def _records(path: Path) -> list[tuple[int, Any]]:
-    """(line number, object) of each non-blank line; ValueError naming the line otherwise."""
+def _records(path: Path, problems: list[str] | None = None) -> list[tuple[int, Any]]:
+    """(line number, object) of each non-blank line. A bad line raises ValueError naming it,
+    or, given `problems`, is named there (`FILE:LINE: why`) and skipped."""
     out = []
     try:
         text = path.read_text(encoding="utf-8")
@@ -48,8 +49,12 @@ def _records(path: Path) -> list[tuple[int, Any]]:
             continue
         try:
             out.append((n, json.loads(line)))
-        except ValueError as e:
-            raise ValueError(f"{path}:{n}: not a JSON record ({e})") from None
+        except (ValueError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+            problem = f"{path}:{n}: not a JSON record ({why})"
+            if problems is None:
+                raise ValueError(problem) from None
+            problems.append(problem)
     return out
 
 
@@ -124,7 +129,7 @@ class AuditLog:
 
 def _records_lenient(path: Path) -> list[tuple[int, Any]]:
     try:
-        return _records(path)
+        return _records(path, problems=[])
     except (OSError, ValueError):
         return []
 
@@ -153,6 +158,7 @@ def restore(path: str | Path) -> Conversation:
     )
 
 
-def read_audit(path: str | Path) -> list[dict[str, Any]]:
-    """The entries of an audit log; ValueError (naming the line) on a damaged one."""
-    return [e for _, e in _records(Path(path))]
+def read_audit(path: str | Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """The entries of an audit log. A damaged line (a harness killed mid-write leaves a cut
+    last line) raises ValueError naming it, or, given `problems`, is named there and skipped."""
+    return [e for _, e in _records(Path(path), problems)]

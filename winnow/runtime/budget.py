@@ -186,7 +186,7 @@ def read_samples(path: str | Path) -> list[Sample]:
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             out.append(Sample(**json.loads(line)))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):  # RecursionError: nested too deeply
             continue
     return out
 
@@ -200,7 +200,7 @@ def _last_sample(path: Path) -> Sample | None:
     for line in reversed(tail):
         try:
             return Sample(**json.loads(line))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             continue
     return None
 

@@ -287,12 +287,16 @@ def _run_audit(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         return _err("audit", f"no audit log at {path}")
+    problems: list[str] = []  # damaged lines, each named; the entries around them still count
     try:
-        entries = [e for e in read_audit(path) if isinstance(e, dict) and "event" in e]
-    except ValueError as err:  # names the file and line
+        entries = [e for e in read_audit(path, problems) if isinstance(e, dict) and "event" in e]
+    except ValueError as err:  # not UTF-8 at all
         return _err("audit", f"not an audit log (JSON Lines): {err}")
     if not entries:
-        return _err("audit", f"{path} holds no audit entries")
+        for line in problems[1:]:
+            _err("audit", f"{line}, skipped")
+        first = f" ({problems[0]})" if problems else ""
+        return _err("audit", f"{path} holds no audit entries{first}")
     table = Table(title=f"audit log {escape(str(path))}")
     for col in ("time (UTC)", "event", "trigger", "tokens", "est. hit", "cache hit"):
         right = col not in ("event", "trigger")
@@ -326,7 +330,9 @@ def _run_audit(args: argparse.Namespace) -> int:
             check,
         )
     _console().print(table)
-    return 1 if bad else 0
+    for line in problems:  # an entry there could not be checked: exit 1
+        _err("audit", f"{line}, skipped")
+    return 1 if bad or problems else 0
 
 
 def _is_int(value: object) -> bool:

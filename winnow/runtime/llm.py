@@ -35,6 +35,7 @@ __all__ = [
     "complete",
     "encode",
     "relaying_client",
+    "stream_fold",
 ]
 
 APIS = ("anthropic", "openai")
@@ -195,7 +196,7 @@ async def complete(
     if api != conversation.api:
         raise ValueError(f"a {api} client cannot send a {conversation.api} conversation")
     data = conversation.encode(extra)
-    folder: _AnthropicFold | _OpenAIFold = _AnthropicFold() if api == "anthropic" else _OpenAIFold()
+    folder = stream_fold(api)
     try:
         stream = await _post(client, api, data)
         async with stream:
@@ -250,7 +251,12 @@ def _describe(e: Exception) -> str:
     return f"{type(e).__name__}{where}: {message}"
 
 
-class _AnthropicFold:
+def stream_fold(api: str) -> AnthropicFold | OpenAIFold:
+    """The fold of `api`'s response events into its final message (shared with the proxy's tap)."""
+    return AnthropicFold() if api == "anthropic" else OpenAIFold()
+
+
+class AnthropicFold:
     """Folds Messages API stream events (as dicts) into the final message."""
 
     def __init__(self) -> None:
@@ -261,9 +267,10 @@ class _AnthropicFold:
         self.ended = False
 
     def feed(self, ev: dict[str, Any]) -> str | None:
+        """Fold one event; the text it adds, if any."""
         kind = ev.get("type")
         if kind == "message_start":
-            self.usage = dict(ev["message"].get("usage") or {})
+            self.usage = dict((ev.get("message") or {}).get("usage") or {})
         elif kind == "content_block_start":
             self.blocks[ev["index"]] = dict(ev["content_block"])
         elif kind == "content_block_delta":
@@ -285,19 +292,29 @@ class _AnthropicFold:
                 self.blocks[ev["index"]]["input"] = json.loads(raw) if raw.strip() else {}
         elif kind == "message_delta":
             self.usage.update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
-            self.stop_reason = (ev.get("delta") or {}).get("stop_reason")
+            self.stop_reason = (ev.get("delta") or {}).get("stop_reason") or self.stop_reason
         elif kind == "message_stop":
             self.ended = True
         return None
 
+    def load(self, body: dict[str, Any]) -> None:
+        """A whole (not streamed) response body."""
+        self.usage = body.get("usage") or {}
+        self.stop_reason = body.get("stop_reason")
+        self.blocks = dict(enumerate(body.get("content") or []))
+        self.ended = True
+
+    @property
+    def message(self) -> dict[str, Any]:
+        return {"role": "assistant", "content": [self.blocks[i] for i in sorted(self.blocks)]}
+
     def result(self, request_bytes: int) -> Completion:
-        content = [self.blocks[i] for i in sorted(self.blocks)]
-        text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
-        message = {"role": "assistant", "content": content}
+        message = self.message
+        text = "".join(b.get("text", "") for b in message["content"] if b.get("type") == "text")
         return Completion(message, text, self.usage, self.stop_reason, request_bytes, self.ended)
 
 
-class _OpenAIFold:
+class OpenAIFold:
     """Folds chat.completion.chunk events (as dicts) into the final message."""
 
     def __init__(self) -> None:
@@ -308,6 +325,7 @@ class _OpenAIFold:
         self.ended = False
 
     def feed(self, ev: dict[str, Any]) -> str | None:
+        """Fold one chunk; the text it adds, if any."""
         piece = None
         for choice in ev.get("choices") or ():
             delta = choice.get("delta") or {}
@@ -329,9 +347,25 @@ class _OpenAIFold:
         self.ended = self.stop_reason is not None
         return piece
 
-    def result(self, request_bytes: int) -> Completion:
-        text = "".join(self.text)
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    def load(self, body: dict[str, Any]) -> None:
+        """A whole (not streamed) response body."""
+        self.usage = body.get("usage") or {}
+        choice = (body.get("choices") or [{}])[0]
+        self.stop_reason = choice.get("finish_reason")
+        msg = choice.get("message") or {}
+        self.text = [msg.get("content") or ""]
+        self.calls = dict(enumerate(msg.get("tool_calls") or []))
+        self.ended = True
+
+    @property
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
         if self.calls:
             message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        return Completion(message, text, self.usage, self.stop_reason, request_bytes, self.ended)
+        return message
+
+    def result(self, request_bytes: int) -> Completion:
+        text = "".join(self.text)
+        return Completion(
+            self.message, text, self.usage, self.stop_reason, request_bytes, self.ended
+        )

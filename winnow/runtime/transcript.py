@@ -83,7 +83,7 @@ class FileRegistry:
                 continue
             try:
                 args = json.loads(u.text)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
                 continue
             if not isinstance(args, dict):
                 continue

@@ -1,4 +1,5 @@
-"""Serving: the torch-free classifier, the SemanticCompressor, cache-aware compression, HTTP.
+"""Serving: the torch-free classifier, the SemanticCompressor, cache-aware compression, the
+HTTP service and the API proxy.
 
 Names resolve lazily so that `import winnow.serving` stays cheap and never imports torch.
 """

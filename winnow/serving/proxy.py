@@ -39,6 +39,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from winnow.serving.proxy_audit import ProxyAudit, ResponseTap
 from winnow.serving.proxy_state import Plan, Rewriter, RewriterConfig, leading_system
+from winnow.serving.proxy_wire import dumps
 
 __all__ = ["ProxyConfig", "ProxyServer", "create_app", "resolve_budget"]
 
@@ -171,7 +172,7 @@ class _Proxy:
             try:
                 plan = await asyncio.to_thread(self.rewriter.plan_request, api, raw)
                 if plan is not None and plan.body is not None:
-                    data = plan.data if plan.data is not None else _encode(plan.body)
+                    data = plan.data if plan.data is not None else dumps(plan.body).encode()
             except ValueError as e:  # not JSON: the upstream says what is wrong with it
                 plan, data = None, raw
                 if not isinstance(e, (json.JSONDecodeError, UnicodeDecodeError)):
@@ -319,11 +320,6 @@ async def _read_body(request: Request, cap: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    """Compact ASCII JSON: the encoder's fast path, the same bytes for the same body."""
-    return json.dumps(body, separators=(",", ":")).encode("ascii")
 
 
 def _error_body(api: str, status: int, message: str) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from winnow.runtime.llm import stream_fold
+
 __all__ = ["ConversationReport", "ProxyAudit", "ResponseTap", "read_audit", "report"]
 
 AUDIT_FILE = "proxy.audit.jsonl"
@@ -31,7 +33,8 @@ _MAX_LINE = 1 << 20  # an SSE line longer than this is not parsed (the bytes sti
 class ResponseTap:
     """Reads a copy of an upstream response for its usage, stop reason and message.
 
-    It never raises: what it cannot read it leaves out (`ok` turns False).
+    It folds the events as `winnow.runtime.llm.complete` does. It never raises: what it cannot
+    read it leaves out (`ok` turns False).
     """
 
     def __init__(self, api: str, streamed: bool, encoding: str = "") -> None:
@@ -42,14 +45,18 @@ class ResponseTap:
             zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding in ("gzip", "deflate") else None
         )
         self._buf = bytearray()
-        self.usage: dict[str, Any] = {}
-        self.stop_reason: str | None = None
-        self.complete = False  # the stream's proper end was seen
-        self.error: str | None = None
-        self._blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, str] = {}
-        self._text: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._fold = stream_fold(api)
+        # the stream's proper end was seen: Anthropic's message_stop, OpenAI's [DONE] (the
+        # bytes relayed carry it, unlike an SDK's events)
+        self.complete = False
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        return self._fold.usage
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self._fold.stop_reason
 
     def feed(self, chunk: bytes) -> None:
         if not self.ok:
@@ -77,94 +84,27 @@ class ResponseTap:
             return
         try:
             body = json.loads(bytes(self._buf))
-        except ValueError:
+            if isinstance(body, dict):
+                self._fold.load(body)
+                self.complete = True
+        except Exception:  # noqa: BLE001 - the audit must never break the relay
             self.ok = False
-            return
         self._buf.clear()
-        if not isinstance(body, dict):
-            return
-        self.usage = body.get("usage") or {}
-        self.complete = True
-        if self.api == "anthropic":
-            self.stop_reason = body.get("stop_reason")
-            self._blocks = dict(enumerate(body.get("content") or []))
-        else:
-            choice = (body.get("choices") or [{}])[0]
-            self.stop_reason = choice.get("finish_reason")
-            msg = choice.get("message") or {}
-            self._text = [msg.get("content") or ""]
-            self._calls = dict(enumerate(msg.get("tool_calls") or []))
 
     @property
     def message(self) -> dict[str, Any] | None:
         """The assistant message as the client will send it back (None if incomplete)."""
-        if not self.complete:
-            return None
-        if self.api == "anthropic":
-            return {"role": "assistant", "content": [self._blocks[i] for i in sorted(self._blocks)]}
-        msg: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
-        if self._calls:
-            msg["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
-        return msg
+        return self._fold.message if self.complete else None
 
     def _event(self, data: bytes) -> None:
         if data == b"[DONE]":
             self.complete = True
             return
         ev = json.loads(data)
-        if not isinstance(ev, dict):
-            return
-        if self.api == "openai":
-            self._openai(ev)
-            return
-        kind = ev.get("type")
-        if kind == "message_start":
-            self.usage = dict((ev.get("message") or {}).get("usage") or {})
-        elif kind == "content_block_start":
-            self._blocks[ev["index"]] = dict(ev["content_block"])
-        elif kind == "content_block_delta":
-            block, delta = self._blocks[ev["index"]], ev["delta"]
-            dt = delta.get("type")
-            if dt == "text_delta":
-                block["text"] = block.get("text", "") + delta["text"]
-            elif dt == "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + delta["thinking"]
-            elif dt == "signature_delta":
-                block["signature"] = delta["signature"]
-            elif dt == "input_json_delta":
-                i = ev["index"]
-                self._json[i] = self._json.get(i, "") + delta["partial_json"]
-        elif kind == "content_block_stop":
-            raw = self._json.pop(ev["index"], None)
-            if raw is not None:
-                self._blocks[ev["index"]]["input"] = json.loads(raw) if raw.strip() else {}
-        elif kind == "message_delta":
-            self.usage.update({k: v for k, v in (ev.get("usage") or {}).items() if v is not None})
-            self.stop_reason = (ev.get("delta") or {}).get("stop_reason") or self.stop_reason
-        elif kind == "message_stop":
-            self.complete = True
-        elif kind == "error":
-            self.error = str((ev.get("error") or {}).get("type") or "error")
-
-    def _openai(self, ev: dict[str, Any]) -> None:
-        if ev.get("usage"):
-            self.usage = ev["usage"]
-        if ev.get("error"):
-            self.error = "error"
-        for choice in ev.get("choices") or ():
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                self._text.append(delta["content"])
-            for call in delta.get("tool_calls") or ():
-                slot = self._calls.setdefault(
-                    call.get("index", 0),
-                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                slot["id"] = call.get("id") or slot["id"]
-                fn = call.get("function") or {}
-                slot["function"]["name"] += fn.get("name") or ""
-                slot["function"]["arguments"] += fn.get("arguments") or ""
-            self.stop_reason = choice.get("finish_reason") or self.stop_reason
+        if isinstance(ev, dict):
+            self._fold.feed(ev)
+            if self.api == "anthropic" and self._fold.ended:
+                self.complete = True
 
 
 class ProxyAudit:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import socket
 import sys
 from pathlib import Path
+
+from winnow.cli import port
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -21,7 +24,9 @@ def _add_proxy(p: argparse.ArgumentParser) -> None:
     rep.add_argument("audit", metavar="DIR", help="the --audit folder (or one audit file)")
     p.add_argument("--upstream", help="the API to forward to, e.g. https://api.anthropic.com")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8787, help="(default: %(default)s)")
+    p.add_argument(
+        "--port", type=port, default=8787, help="0: any free port (default: %(default)s)"
+    )
     p.add_argument(
         "--budget",
         help="tokens the request may hold before its history is compressed: a count (80000) or "
@@ -60,8 +65,6 @@ def _run_proxy(args: argparse.Namespace) -> int:
         return _fail("--upstream URL is required (e.g. https://api.anthropic.com)")
     if not args.upstream.startswith(("http://", "https://")):
         return _fail(f"--upstream must be an http(s) URL, not {args.upstream!r}")
-    if not 0 < args.port < 65536:
-        return _fail(f"--port must be in 1-65535, not {args.port}")
     if not args.timeout > 0:
         return _fail(f"--timeout must be a positive number of seconds, not {args.timeout}")
     if args.audit:
@@ -88,6 +91,11 @@ def _run_proxy(args: argparse.Namespace) -> int:
         budget = config.budget_tokens()
     except ValueError as e:
         return _fail(f"--budget / --window: {e}")
+    try:  # bound here, so that the line below names the port taken (--port 0 picks one)
+        sock = _listen(args.host, args.port)
+    except OSError as e:
+        return _fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
+    bound = config.port = sock.getsockname()[1]
     if not _is_loopback(args.host):
         print(
             f"winnow proxy: warning: listening on {args.host}: anyone who reaches it can send "
@@ -98,20 +106,36 @@ def _run_proxy(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     print(
-        f"winnow proxy: http://{args.host}:{args.port} -> {config.upstream}; budget "
+        f"winnow proxy: http://{args.host}:{bound} -> {config.upstream}; budget "
         f"{budget:,} tokens{'; idle compaction' if args.idle else ''}"
         f"{f'; audit in {args.audit}' if args.audit else ''}",
         file=sys.stderr,
     )
-    uvicorn.run(
-        create_app(config),
-        host=args.host,
-        port=args.port,
-        log_level="warning",
-        server_header=False,
-        date_header=False,
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config),
+            host=args.host,
+            port=bound,
+            log_level="warning",
+            server_header=False,
+            date_header=False,
+        )
     )
+    server.run(sockets=[sock])
     return 0
+
+
+def _listen(host: str, number: int) -> socket.socket:
+    """A TCP socket bound to (host, number), as uvicorn binds one."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, number))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def _is_loopback(host: str) -> bool:

@@ -8,7 +8,7 @@
 The proxy works on provider messages; this module turns a run of them into units
 (`winnow.data.parse`: each unit keeps its block), compresses them and renders them back
 (`CompressionResult.to_anthropic` / `to_openai`: a unit kept is its block as it came). It is
-the one module that changes when the compressor's interface does (issue 10's allocator).
+the one module that changes when the compressor's interface does.
 """
 
 from __future__ import annotations

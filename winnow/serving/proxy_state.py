@@ -34,166 +34,23 @@ from winnow.serving.proxy_compress import (
     default_compressor,
     message_tokens,
 )
+from winnow.serving.proxy_wire import (
+    MARKER,
+    Parsed,
+    Scanner,
+    dumps,
+    hash_text,
+    message_digest,
+    parse_request,
+    skip_space,
+    text_digest,
+    text_key,
+)
 from winnow.serving.render import CONTINUED, MAX_BREAKPOINTS, min_cacheable_tokens
 
-__all__ = [
-    "Parsed",
-    "Plan",
-    "Prefix",
-    "Rewriter",
-    "RewriterConfig",
-    "leading_system",
-    "message_digest",
-    "parse_request",
-]
+__all__ = ["Plan", "Prefix", "Rewriter", "RewriterConfig", "leading_system"]
 
-# A cache_control marker with its comma, however the client spaced it: JSON strings hold no
-# bare quote, so this matches keys only; every branch starts with a literal (linear).
-_MARKER = re.compile(
-    r',\s*"cache_control"\s*:\s*\{[^{}]*\}|"cache_control"\s*:\s*\{[^{}]*\}\s*,?\s*'
-)
 PROBE = 4096  # characters of a prefix's text by which a request is matched to it
-_CONTINUED = CONTINUED  # what the renderer puts first when a run starts with the assistant
-
-
-# ASCII output: the encoder's fast path (about 10x faster on non-ASCII text), and any string
-# encodes, lone surrogates included. Used for digests and for the bytes sent upstream alike.
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def message_digest(message: Any) -> bytes:
-    """A digest of a message's content, blind to where the client put cache_control markers."""
-    return _digest(_dumps(message))
-
-
-def _digest(text: str) -> bytes:
-    if '"cache_control"' in text:
-        text = _MARKER.sub("", text)
-    return _hash(text)
-
-
-def _hash(text: str, size: int = 16) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=size).digest()
-
-
-def _key(text: str) -> int:
-    """An in-process key of a long text: Python's own string hash (SipHash, keyed per process,
-    so no client can aim at a collision), with no encoding: about 3x faster than a digest of
-    the UTF-8 bytes on the ~1 MB texts a 200K-token request holds (scripts/bench_proxy.py)."""
-    return hash((len(text), text))
-
-
-_WS = re.compile(r"[ \t\n\r]*")
-_decoder = json.JSONDecoder()
-
-
-def _skip(text: str, i: int) -> int:
-    """The position of the first non-whitespace character at or after `i`."""
-    m = _WS.match(text, i)
-    return m.end() if m else i
-
-
-@dataclass
-class Parsed:
-    """A request body and where each of its messages sits in the client's own text."""
-
-    body: Any
-    text: str = ""
-    spans: list[Any] | None = None  # (start, end) of each message in `text`
-    array: tuple[int, int] = (0, 0)  # of the messages list, brackets included
-
-
-class _Scanner:
-    """The standard decoder stepped value by value through a top-level object, so that the
-    messages list can be entered (its items' spans kept) or skipped over by a known prefix."""
-
-    def __init__(self, text: str) -> None:
-        self.text, self.i = text, 0
-
-    def peek(self) -> str:
-        self.i = _skip(self.text, self.i)
-        return self.text[self.i]
-
-    def take(self, ch: str) -> None:
-        if self.peek() != ch:
-            raise ValueError(f"expected {ch!r} at {self.i}")
-        self.i += 1
-
-    def value(self) -> Any:
-        self.peek()
-        value, self.i = _decoder.raw_decode(self.text, self.i)
-        return value
-
-    def key(self) -> str:
-        if self.peek() != '"':
-            raise ValueError(f"expected a key at {self.i}")
-        key = self.value()
-        self.take(":")
-        return key
-
-    def more(self, close: str) -> bool:
-        """After an item: True when another follows (its comma taken), False at `close`."""
-        if self.peek() == ",":
-            self.i += 1
-            return True
-        self.take(close)
-        return False
-
-    def items(self) -> tuple[list[Any], list[tuple[int, int]]]:
-        """The items of a list whose `[` is taken, and their spans; ends after its `]`."""
-        values: list[Any] = []
-        spans: list[tuple[int, int]] = []
-        if self.peek() == "]":
-            self.i += 1
-            return values, spans
-        while True:
-            self.peek()
-            start = self.i
-            values.append(self.value())
-            spans.append((start, self.i))
-            if not self.more("]"):
-                return values, spans
-
-    def end(self) -> None:
-        if _skip(self.text, self.i) != len(self.text):
-            raise ValueError("extra data")
-
-
-def parse_request(raw: bytes, text: str | None = None) -> Parsed:
-    """The body as `json.loads` reads it, and the span of each message in the text: their
-    digests come from the client's own bytes (no re-serialization), and the bytes sent upstream
-    are the client's but for the compressed prefix."""
-    try:
-        return _scan(raw.decode("utf-8") if text is None else text)
-    except (ValueError, IndexError):
-        return Parsed(json.loads(raw))  # the standard reader's answer (or its error)
-
-
-def _scan(text: str) -> Parsed:
-    s = _Scanner(text)
-    if s.peek() != "{":
-        return Parsed(json.loads(text))
-    s.i += 1
-    body: dict[str, Any] = {}
-    out = Parsed(body, text)
-    if s.peek() == "}":
-        s.i += 1
-    else:
-        while True:
-            key = s.key()
-            if key == "messages" and s.peek() == "[":
-                begin = s.i
-                s.i += 1
-                body[key], out.spans = s.items()
-                out.array = (begin, s.i)
-            else:
-                body[key] = s.value()
-                if key == "messages":
-                    out.spans = None
-            if not s.more("}"):
-                break
-    s.end()
-    return out
 
 
 @dataclass
@@ -239,19 +96,19 @@ class Prefix:
     uses: int = 0
     client_tokens: int = 0  # the client's tokens of the messages it stands for
     raw_len: int = 0  # the length of their text in the client's request...
-    raw_hash: int | None = None  # ...its key (_key)...
+    raw_hash: int | None = None  # ...its key (text_key)...
     probe: int | None = None  # ...and that of its first PROBE characters
     _variants: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def variant(self, marker: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
         """The messages with `marker` on their last block, and the JSON of each: made once per
         marker, so that every request sends the same objects and bytes."""
-        key = _dumps(marker)
+        key = dumps(marker)
         v = self._variants.get(key)
         if v is None:
             assert self.messages is not None, "a checkpoint is never sent"
             head = _with_marker(self.messages, marker) if marker else self.messages
-            v = self._variants[key] = (head, [_dumps(m) for m in head])
+            v = self._variants[key] = (head, [dumps(m) for m in head])
         return v
 
 
@@ -346,7 +203,7 @@ class Rewriter:
             return Plan(api, "unchanged", "", reason="no message list")
         if parsed is not None and parsed.body is body and parsed.spans is not None:
             text = parsed.text
-            digests = [_digest(text[a:b]) for a, b in parsed.spans]
+            digests = [text_digest(text[a:b]) for a, b in parsed.spans]
         else:
             parsed = None
             digests = [message_digest(m) for m in msgs]
@@ -369,7 +226,7 @@ class Rewriter:
 
     def _known(self, api: str, text: str) -> Plan | None:
         """The plan of a request whose messages start with a memoized prefix's text, or None."""
-        s = _Scanner(text)
+        s = Scanner(text)
         s.take("{")
         body: dict[str, Any] = {}
         hit = None
@@ -399,7 +256,7 @@ class Rewriter:
         body["messages"] = tail  # the client's messages after the prefix
         msgs: list[Any] = [None] * k + tail
         parsed = Parsed(body, text, [None] * k + spans, array)
-        digests = [b""] * k + [_digest(text[a:b]) for a, b in spans]
+        digests = [b""] * k + [text_digest(text[a:b]) for a, b in spans]
         chains = [b""] * k + _chains(api, digests[k:], chain)
         toks = [0] * k + [self._count(api, m, d) for m, d in zip(tail, digests[k:])]
         fixed = self._fixed(api, body)
@@ -485,7 +342,7 @@ class Rewriter:
             tokens=new.tokens,
             tokens_before=new.tokens_before,
             conversation=plan.conversation,
-            hash=_hash(_dumps(new.messages), 8).hex(),
+            hash=hash_text(dumps(new.messages), 8).hex(),
             client_tokens=base_tokens + sum(toks[start:t]),
         )
         self._raw_region(prefix, parsed, entry)
@@ -505,7 +362,7 @@ class Rewriter:
             tokens_before=plan.tokens_out,
             client_tokens=plan.tokens_in - plan.fixed,
             conversation=plan.conversation,
-            hash=_hash(_dumps(kept), 8).hex(),
+            hash=hash_text(dumps(kept), 8).hex(),
             origin="idle",
         )
         self._store(plan.chains[-1], prefix)
@@ -547,7 +404,7 @@ class Rewriter:
             for i in (*range(start), *range(prefix.covered, len(msgs))):
                 known[id(msgs[i])] = text[spans[i][0] : spans[i][1]]
             a, b = parsed.array
-            parts = ",".join(known.get(id(m)) or _dumps(m) for m in out)
+            parts = ",".join(known.get(id(m)) or dumps(m) for m in out)
             plan.data = (text[:a] + "[" + parts + "]" + text[b:]).encode()
         plan.messages_out = len(out)
         if prefix.origin == "idle" and prefix.uses == 0:
@@ -619,26 +476,26 @@ class Rewriter:
                     entry.probe,
                 )
             return
-        first = _skip(parsed.text, parsed.array[0] + 1)  # the first message
+        first = skip_space(parsed.text, parsed.array[0] + 1)  # the first message
         region = parsed.text[first : last[1]]
         if len(region) < PROBE or '"cache_control"' in region:
             return  # too short to be worth it; or a breakpoint the client will move: not yet
         prefix.raw_len = len(region)
-        prefix.raw_hash = _key(region)
-        prefix.probe = _key(region[:PROBE])
+        prefix.raw_hash = text_key(region)
+        prefix.probe = text_key(region[:PROBE])
 
     def _probe(self, text: str, at: int) -> tuple[bytes, Prefix] | None:
         """The newest prefix whose messages' text starts `text` at `at`."""
         if len(text) < at + PROBE:
             return None
         with self._lock:
-            chains = list(self._probes.get(_key(text[at : at + PROBE]), ()))
+            chains = list(self._probes.get(text_key(text[at : at + PROBE]), ()))
         for chain in reversed(chains):
             entry = self._prefixes.get(chain)
             if entry is None or entry.raw_hash is None:
                 continue
             end = at + entry.raw_len
-            if end <= len(text) and _key(text[at:end]) == entry.raw_hash:
+            if end <= len(text) and text_key(text[at:end]) == entry.raw_hash:
                 return chain, entry
         return None
 
@@ -718,8 +575,8 @@ class Rewriter:
         parts = [body.get("tools")]
         if api == "anthropic":
             parts.append(body.get("system"))
-        text = _dumps(parts)
-        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        text = dumps(parts)
+        digest = hash_text(text)
         n = self._tokens.get(digest)
         if n is None:
             n = self.compressor.counter.count(text) if parts != [None, None] else 0
@@ -753,8 +610,8 @@ def leading_system(api: str, msgs: list[dict[str, Any]]) -> int:
 def _conversation_id(api: str, body: dict[str, Any], chains: list[bytes], start: int) -> str:
     """The same for every request of a conversation: its system prompt and first message."""
     first = chains[min(start + 1, len(chains) - 1)]
-    system = _dumps(body.get("system")) if api == "anthropic" else ""
-    h = hashlib.blake2b(first + _MARKER.sub("", system).encode(), digest_size=6)
+    system = dumps(body.get("system")) if api == "anthropic" else ""
+    h = hashlib.blake2b(first + MARKER.sub("", system).encode(), digest_size=6)
     return h.hexdigest()
 
 
@@ -767,7 +624,7 @@ def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _is_stub(message: dict[str, Any]) -> bool:
     return message.get("role") == "user" and _content(message) == [
-        {"type": "text", "text": _CONTINUED}
+        {"type": "text", "text": CONTINUED}
     ]
 
 
@@ -793,8 +650,8 @@ def _join(
 def _stub(api: str) -> dict[str, Any]:
     """The user turn that keeps the roles alternating where the history has none."""
     if api == "anthropic":
-        return {"role": "user", "content": [{"type": "text", "text": _CONTINUED}]}
-    return {"role": "user", "content": _CONTINUED}
+        return {"role": "user", "content": [{"type": "text", "text": CONTINUED}]}
+    return {"role": "user", "content": CONTINUED}
 
 
 def _strip_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -817,11 +674,11 @@ def _strip_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _ttls(obj: Any) -> list[str]:
     """The TTLs of the cache_control markers in `obj` (or in JSON text), in order ("5m" when
     none is named)."""
-    text = obj if isinstance(obj, str) else _dumps(obj)
+    text = obj if isinstance(obj, str) else dumps(obj)
     if '"cache_control"' not in text:
         return []
     return [
-        "1h" if re.search(r'"ttl"\s*:\s*"1h"', m.group(0)) else "5m" for m in _MARKER.finditer(text)
+        "1h" if re.search(r'"ttl"\s*:\s*"1h"', m.group(0)) else "5m" for m in MARKER.finditer(text)
     ]  # linear: one pass
 
 

@@ -56,8 +56,8 @@ _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b"
 )
-# Blocks that cannot carry cache_control (the API rejects it on thinking blocks).
-_NO_CACHE = frozenset({"thinking", "redacted_thinking"})
+# A provider's thinking blocks (which cannot carry cache_control either: the API rejects it).
+_THINKING = frozenset({"thinking", "redacted_thinking"})
 
 # --- cache minimums ------------------------------------------------------------------------
 # The shortest prompt prefix each Claude model caches: a breakpoint placed before it is
@@ -112,8 +112,8 @@ def min_cacheable_tokens(model: str) -> int:
     """The shortest prompt prefix `model` caches (see CACHE_MINIMUMS); for a model the table
     does not know, a one-line warning and the largest documented minimum."""
     key = model_key(model)
-    if key in CACHE_MINIMUMS:
-        return CACHE_MINIMUMS[key]  # type: ignore[index]
+    if key is not None and key in CACHE_MINIMUMS:
+        return CACHE_MINIMUMS[key]
     if model not in _warned:
         _warned.add(model)
         log.warning(
@@ -323,7 +323,7 @@ def _raw_kind(raw: Any, u: Unit, fmt: str) -> str:
         return "server_use"
     if isinstance(t, str) and t.endswith("_tool_result"):
         return "server_result"
-    if t in _NO_CACHE:
+    if t in _THINKING:
         return "thinking"
     return "text" if t == "text" else "other"
 
@@ -621,7 +621,7 @@ def _sent_so(original: Any, key: Any) -> bool:
     message = original[i] if isinstance(i, int) and 0 <= i < len(original) else None
     content = message.get("content") if isinstance(message, dict) else None
     last = content[-1] if isinstance(content, list) and content else None
-    return isinstance(last, dict) and last.get("type") in _NO_CACHE
+    return isinstance(last, dict) and last.get("type") in _THINKING
 
 
 def _empty(raw: Any) -> bool:
@@ -756,7 +756,7 @@ def _cacheable(b: _Block) -> bool:
         return b.kind != "thinking" and bool(b.text.strip())
     if isinstance(b.raw, str):
         return bool(b.raw.strip())
-    if not isinstance(b.raw, dict) or b.raw.get("type") in _NO_CACHE:
+    if not isinstance(b.raw, dict) or b.raw.get("type") in _THINKING:
         return False
     return b.raw.get("type") != "text" or bool(str(b.raw.get("text", "")).strip())
 
@@ -890,12 +890,12 @@ def _one_style(msgs: list[_Msg]) -> bool:
             r = results.get(c.id)
             legacy = not taken and (c.legacy or (r is not None and r.legacy))
             taken = taken or legacy
-            for b in (c, r):
-                if b is not None and b.legacy != legacy:
-                    demoted = demoted or b.legacy
-                    if b.native:
-                        log.warning("tool call %s written in the style of its partner", b.id)
-                    b.legacy = legacy
+            for side in (c, r):
+                if side is not None and side.legacy != legacy:
+                    demoted = demoted or side.legacy
+                    if side.native:
+                        log.warning("tool call %s written in the style of its partner", side.id)
+                    side.legacy = legacy
     return demoted
 
 
@@ -928,8 +928,8 @@ def _openai_messages(m: _Msg) -> list[dict[str, Any]]:
     elif role == "assistant" and shell is None:
         values["content"] = None
     for b in rest:
-        if b.kind == "field":
-            values[b.u.extra["field"]] = b.raw  # type: ignore[union-attr]
+        if b.kind == "field" and b.u is not None:  # a native unit's: it has its unit
+            values[b.u.extra["field"]] = b.raw
     legacy = [b for b in calls if b.legacy]
     if legacy:
         values["function_call"] = _function_call(legacy[0])

@@ -280,6 +280,16 @@ def render(units: list[Unit], fmt: Format) -> dict[str, Any]:
     return r.to_openai(units) if fmt == "openai" else r.to_anthropic(units)
 
 
+def _conversation(body: dict[str, Any], fmt: Format) -> bool:
+    """Whether a rendered body holds a user or assistant message (for units: any unit)."""
+    if fmt == "units":
+        return bool(body["units"])
+    return any(
+        isinstance(m, dict) and m.get("role") in ("user", "assistant")
+        for m in body.get("messages") or ()
+    )
+
+
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The FastAPI app; loads the model once (ValueError when it cannot)."""
     from winnow.serving.classifier import ImportanceClassifier
@@ -362,8 +372,18 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                 result = compressors[body.on_must_keep_overflow].compress(units, body.token_limit)
             except ValueError as e:  # MustKeepOverflow: the request cannot be met as asked
                 raise HTTPException(422, str(e)) from None
+            out = render(result.units, fmt)
+            if not _conversation(out, fmt):  # the API rejects a request without one
+                if not _conversation(render(units, fmt), fmt):
+                    raise HTTPException(422, "the request has no user or assistant message")
+                raise HTTPException(
+                    422,
+                    f"nothing is left under the token_limit of {body.token_limit:,} tokens "
+                    f"(the conversation holds {result.tokens_before:,}), and an empty request "
+                    "is no request: raise token_limit",
+                )
             return {
-                "body": render(result.units, fmt),
+                "body": out,
                 "winnow": {
                     "format": fmt,
                     "token_limit": result.token_limit,

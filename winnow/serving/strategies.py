@@ -7,8 +7,11 @@ input (no regex that can backtrack over more than one line, no pairwise diff):
 - `call_placeholder` / `result_note` / `RESULT_PLACEHOLDER`: the one-line notes of a tool pair:
   the call keeps what identifies it (path, command, pattern, url, description, skill, subagent
   type), the result its error lines or a placeholder.
-- `error_lines` / `error_excerpt`: the lines of a text that report an error, kept verbatim.
-- `duplicate_note`: what a repeated copy of a unit becomes.
+- `long_values` / `summarize_call`: a tool call's input with its long values summarized.
+- `error_lines` / `error_excerpt` / `first_line_excerpt`: the lines of a text that report an
+  error (or, naming none, its first line), kept verbatim.
+- `omitted_note` / `duplicate_note`: what a text left out for length, or a repeated copy of a
+  unit, becomes.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ _DIFF_KEEP = re.compile(
 )
 # A fence opens a line (indented at most by spaces and tabs: `\s*` would run across blank
 # lines, and backtrack over each run once per line start).
-_FENCE = re.compile(r"^[ \t]*```")
+_FENCE = re.compile(r"^[ \t]*```", re.M)
 # Words of a tool call's input keys (split at `_`, `-` and camelCase) whose values identify
 # the call: a path, a command, a pattern, a name. Never shortened, and all a note keeps.
 IDENTITY_WORDS = frozenset(
@@ -83,7 +86,7 @@ def preserve_structure(unit: Unit, head: int = 0) -> str:
 
 def is_fenced(text: str) -> bool:
     """Prose with ``` code fences (not a numbered file view)."""
-    return not _LINENO.match(text) and re.search(r"^[ \t]*```", text, re.M) is not None
+    return not _LINENO.match(text) and _FENCE.search(text) is not None
 
 
 def is_identity_key(key: str) -> bool:
@@ -157,8 +160,8 @@ def _blank_or_comment(line: str) -> bool:
     return not body.strip() or bool(_COMMENT.match(body))
 
 
-def _cut(line: str) -> str:
-    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " ..."
+def _cut(line: str, n: int = MAX_LINE_CHARS) -> str:
+    return line if len(line) <= n else line[:n] + " ..."
 
 
 def _shrink_fenced(text: str, head: int = 0) -> str:
@@ -240,9 +243,9 @@ def summarize_call(
     if not keys:
         return None
     args = json.loads(text)
-    skeleton = _compact_json({k: ("" if k in keys else v) for k, v in args.items()})
+    fixed = count(_compact_json({k: ("" if k in keys else v) for k, v in args.items()}))
     sizes = {k: max(1, count(args[k])) for k in keys}
-    room = max_tokens - count(skeleton)
+    room = max_tokens - fixed
     for _try in range(6):  # JSON escapes cost more than the text: shrink the room, retry
         if room < 4 * len(keys):
             return None
@@ -254,7 +257,7 @@ def summarize_call(
         n = count(result)
         if n <= max_tokens:
             return result
-        room = room * (max_tokens - count(skeleton)) * 19 // (20 * (n - count(skeleton) + 1)) - 2
+        room = room * (max_tokens - fixed) * 19 // (20 * (n - fixed + 1)) - 2
     return None
 
 
@@ -405,7 +408,7 @@ def error_excerpt(text: str, limit: int = MAX_ERROR_LINES) -> str:
     for i in keep:
         if i - prev > 1:
             out.append(f"[... {i - prev - 1} lines]")
-        out.append(_cut_to(lines[i], ERROR_LINE_CHARS))
+        out.append(_cut(lines[i], ERROR_LINE_CHARS))
         prev = i
     if keep and len(lines) - 1 > prev:
         out.append(f"[... {len(lines) - 1 - prev} lines]")
@@ -420,14 +423,10 @@ def first_line_excerpt(text: str) -> str:
     if first is None:
         return ""
     out = [f"[... {first} lines]"] if first else []
-    out.append(_cut_to(lines[first], ERROR_LINE_CHARS))
+    out.append(_cut(lines[first], ERROR_LINE_CHARS))
     if len(lines) - 1 > first:
         out.append(f"[... {len(lines) - 1 - first} lines]")
     return "\n".join(out)
-
-
-def _cut_to(line: str, n: int) -> str:
-    return line if len(line) <= n else line[:n] + " ..."
 
 
 def result_note(unit: Unit) -> str:

@@ -115,8 +115,11 @@ def _run_train(args: argparse.Namespace) -> int:
     out = result.save(args.output, name=args.name)
     v = result.validation
     console.print(
-        f"[bold green]wrote[/] {out}: best epoch {result.best_epoch}, validation ({v['gold']} labels) "
-        f"macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f} ({result.seconds:.0f} s)"
+        f"[bold green]wrote[/] {out}: best epoch {result.best_epoch}; validation ({v['gold']} labels) "
+        f"after the must-keep bias ({result.data_summary['must_keep_bias']:+.2f}, which the epoch lines "
+        f"do not include): macro-F1 {v['macro_f1']:.3f}, accuracy {v['accuracy']:.3f} "
+        f"({result.seconds:.0f} s)",
+        highlight=False,
     )
     return 0
 
@@ -348,7 +351,7 @@ def _run_classify(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from winnow.cli import Output
+    from winnow.cli import Output, printable
     from winnow.data.readers import ReadReport, read_paths
     from winnow.serving.classifier import ImportanceClassifier, ModelError
 
@@ -373,10 +376,10 @@ def _run_classify(args: argparse.Namespace) -> int:
     console = err if args.output == "-" else Console()
     if args.show:
         for u, p in zip(units, preds):
-            what = f"{u.role}/{u.kind}" + (f"/{u.tool_name}" if u.tool_name else "")
-            head = " ".join(u.text.split())[:100]
+            what = printable(f"{u.role}/{u.kind}" + (f"/{u.tool_name}" if u.tool_name else ""))
+            head = printable(" ".join(u.text.split()))[:100]  # no terminal controls
             console.print(
-                f"{escape(u.id)}  [bold]{p.category:<14}[/] {p.confidence:.2f}  "
+                f"{escape(printable(u.id))}  [bold]{p.category:<14}[/] {p.confidence:.2f}  "
                 f"[dim]{escape(what)}[/]  {escape(head)}",
                 highlight=False,
                 soft_wrap=True,

@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from winnow.data.labeling import LABEL_COLUMNS, with_label_columns
 from winnow.data.schema import CATEGORIES, CATEGORY_INDEX, Unit
-
-LABEL_COLUMNS = ("category", "label_source", "label_votes", "hand_label")
 
 
 @dataclass
@@ -64,15 +63,7 @@ def label_table(
 ) -> tuple[pa.Table, LabelSummary]:
     """A table of units from `winnow extract` with the label columns added (replaced)."""
     labeled, summary = label_units(list(table_units(table)), label_files)
-    table = table.drop_columns([c for c in LABEL_COLUMNS if c in table.column_names])
-    for name, values, typ in (
-        ("category", [lu.category for lu in labeled], pa.string()),
-        ("label_source", [lu.label_source for lu in labeled], pa.string()),
-        ("label_votes", [len(lu.votes) for lu in labeled], pa.int32()),
-        ("hand_label", [lu.label_source == "hand" for lu in labeled], pa.bool_()),
-    ):
-        table = table.append_column(name, pa.array(values, typ))
-    return table, summary
+    return with_label_columns(table, labeled), summary
 
 
 def source_key(path: str | None, fmt: str | None, root: str | Path | None) -> str:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from winnow.batch.cib.probes import Probe, filler_text
@@ -52,7 +54,18 @@ RENDERS = ("tools", "text")
 METHODS = ("winnow", "truncation", "masking")
 REQUEST_OVERHEAD = 3  # every reply is primed with a few tokens (OpenAI's documented figure)
 
-Compressor = Callable[[list[Unit], int], list[Unit]]
+MADE_PROBES = 64  # probes whose passages and filler are kept for the next bucket
+
+
+@dataclass
+class _Made:
+    """One probe's competing passages (text, own, tokens as a note) and their filler, made
+    once for every bucket: a bucket's context extends the one below it."""
+
+    probe: Probe
+    stream: Iterator[tuple[str, bool]]
+    passages: list[tuple[str, bool, int]] = field(default_factory=list)
+    fillers: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
 class ContextBuilder:
@@ -76,6 +89,8 @@ class ContextBuilder:
         if render == "tools":
             self.fixed += self.counter.count(json.dumps(TOOL_DEF))
         self._compressor: Any = None
+        self._made: OrderedDict[str, _Made] = OrderedDict()
+        self._call_tokens: dict[str, int] = {}  # a call's text (one per note path) -> tokens
 
     def target(self, bucket: float) -> int:
         """The request tokens a bucket (percent of the window) aims at."""
@@ -90,10 +105,9 @@ class ContextBuilder:
         question = self._text(probe, 1, "user", QUESTION.format(question=probe.question))
         support = [self._pair(probe, f"s{k}", p) for k, p in enumerate(probe.supporting)]
         base = _numbered(head + [u for pair in support for u in pair] + [question])
-        budget = self.target(bucket) - self.request_tokens(self.request(base))
+        budget = self.target(bucket) - self.tokens(base)
         fill: list[list[Unit]] = []
-        for j, (text, own) in enumerate(self._competitors(probe)):
-            n = self._pair_tokens(text)
+        for j, (text, own, n) in enumerate(self._passages(probe)):
             if n > budget:
                 break
             budget -= n
@@ -112,10 +126,15 @@ class ContextBuilder:
         """The same transcript with each competing passage replaced by irrelevant prose of the
         same token length (the same prose at every bucket)."""
         out = []
+        made = self._made_for(probe)
         for u in units:
             key = u.extra.get("cib_passage")
             if u.kind == "tool_result" and isinstance(key, str) and key.startswith("d"):
-                text = filler_text(self.counter.count(u.text), f"{probe.id}:{key}", self.counter)
+                n = self.counter.count(u.text)
+                text = made.fillers.get((key, n))
+                if text is None:
+                    text = filler_text(n, f"{probe.id}:{key}", self.counter)
+                    made.fillers[key, n] = text
                 u = Unit(**{**_fields(u), "text": text, "extra": {**u.extra, "cib_filler": True}})
             out.append(u)
         return out
@@ -157,6 +176,25 @@ class ContextBuilder:
         body["tool_choice"] = "none"  # the documents are read: answer, do not call a tool
         return body
 
+    def tokens(self, units: Sequence[Unit]) -> int:
+        """`request_tokens(request(units))` of a transcript this builder made (`distractor`,
+        `filler`), counted without rendering the request: what `--plan` adds up."""
+        if self.render == "text":
+            return self.fixed + 4 + self.counter.count(_as_text(units))
+        n = self.fixed
+        for u in units:
+            n += 4  # a message each: the user's, the call's (no content), the result's
+            if u.kind == "tool_call":  # a read_file call: its arguments sent as compact JSON
+                n += self._call_tokens.get(u.text) or self._count_call(u.text)
+            else:
+                n += self.counter.count(u.text)
+        return n
+
+    def _count_call(self, text: str) -> int:
+        arguments = json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+        n = self._call_tokens[text] = self.counter.count(TOOL) + self.counter.count(arguments)
+        return n
+
     def request_tokens(self, body: dict[str, Any]) -> int:
         """The request's own token count by winnow's counter (the endpoint's may differ)."""
         n = REQUEST_OVERHEAD
@@ -170,6 +208,28 @@ class ContextBuilder:
         return n
 
     # -- parts -----------------------------------------------------------------------------
+
+    def _made_for(self, probe: Probe) -> _Made:
+        made = self._made.get(probe.id)
+        if made is None or made.probe is not probe:
+            made = self._made[probe.id] = _Made(probe, self._competitors(probe))
+            if len(self._made) > MADE_PROBES:
+                self._made.popitem(last=False)
+        self._made.move_to_end(probe.id)
+        return made
+
+    def _passages(self, probe: Probe) -> Iterator[tuple[str, bool, int]]:
+        """The competing passages in order, each with what it adds as a note: made once."""
+        made = self._made_for(probe)
+        i = 0
+        while True:
+            if i == len(made.passages):
+                nxt = next(made.stream, None)
+                if nxt is None:
+                    return
+                made.passages.append((*nxt, self._pair_tokens(nxt[0])))
+            yield made.passages[i]
+            i += 1
 
     def _competitors(self, probe: Probe) -> Iterator[tuple[str, bool]]:
         yield from ((t, True) for t in probe.distractor_stream())

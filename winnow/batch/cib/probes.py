@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -336,20 +336,54 @@ def _filler_sentences(rng: random.Random) -> Iterator[str]:
 
 def filler_text(tokens: int, key: str, counter: TokenCounter) -> str:
     """Irrelevant prose of exactly `tokens` tokens by `counter` (one fewer at worst), the same for
-    the same key. Counts at most one sentence's words one by one: linear in the output."""
+    the same key: whole sentences while they fit, then the next one's words while they fit.
+
+    How many fit is estimated from each piece's own count (sentences repeat: cached), then
+    checked on the text itself, one piece at a time from there: a count grows with the text,
+    so this is the text of adding and counting one piece at a time, in a few counts."""
     rng = random.Random(f"{GENERATOR_VERSION}:filler:{key}")
-    text = ""
-    for sentence in _filler_sentences(rng):
-        longer = f"{text} {sentence}" if text else sentence
-        if counter.count(longer) > tokens:
+    sentences = _filler_sentences(rng)
+    made: list[str] = []
+
+    def sentence(i: int) -> str:
+        while len(made) <= i:
+            made.append(next(sentences))
+        return made[i]
+
+    def fits(k: int) -> bool:
+        return k == 0 or counter.count(" ".join(sentence(i) for i in range(k))) <= tokens
+
+    k, used = 0, 0
+    while True:  # the estimate: pieces counted alone, a leading space on all but the first
+        used += counter.count(f" {sentence(k)}" if k else sentence(k))
+        if used > tokens:
             break
-        text = longer
-    for word in sentence.split(" "):  # the last sentence, cut where the budget ends
-        longer = f"{text} {word}" if text else word
-        if counter.count(longer) > tokens:
+        k += 1
+    k = _settle(k, fits)
+    text, words = " ".join(made[:k]), sentence(k).split(" ")
+
+    def fits_words(w: int) -> bool:
+        return (
+            w == 0 or counter.count(" ".join([text, *words[:w]] if text else words[:w])) <= tokens
+        )
+
+    w, used = 0, counter.count(text) if text else 0
+    while w < len(words):
+        used += counter.count(f" {words[w]}" if text or w else words[w])
+        if used > tokens:
             break
-        text = longer
-    return text
+        w += 1
+    w = _settle(w, fits_words, len(words))
+    return " ".join([text, *words[:w]] if text else words[:w])
+
+
+def _settle(k: int, fits: Callable[[int], bool], most: int | None = None) -> int:
+    """The largest k with fits(k) and not fits(k + 1), walking from an estimate."""
+    while k > 0 and not fits(k):
+        k -= 1
+    while (most is None or k < most) and fits(k + 1):
+        k += 1
+    return k
 
 
 # --- probe files ----------------------------------------------------------------------------

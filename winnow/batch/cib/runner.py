@@ -167,7 +167,7 @@ class Benchmark:
                         if t.arm == "distractor"
                         else self.builder.filler(probe, distractor)
                     )
-                    n = self.builder.request_tokens(self.builder.request(units))
+                    n = self.builder.tokens(units)
                 name = t.arm if t.arm != "compressed" else f"compressed:{t.method}"
                 tokens[name] = tokens.get(name, 0) + n
                 requests[name] = requests.get(name, 0) + 1
@@ -416,8 +416,9 @@ def read_results(path: Path, chash: str) -> tuple[dict[str, dict[str, Any]], lis
         try:
             rec = json.loads(line)
             key, config = rec["key"], rec["config"]
-        except (ValueError, KeyError, TypeError) as e:
-            notes.append(f"{path}:{lineno}: not a result record ({_first_line(e)}), skipped")
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else _first_line(e)
+            notes.append(f"{path}:{lineno}: not a result record ({why}), skipped")
             continue
         if config == chash:
             records.setdefault(key, rec)

@@ -211,6 +211,18 @@ def read_file(
         report.problem(path, None, f"cannot read ({e.strerror or e}), rest of the file skipped")
 
 
+def claimed(path: Path, report: ReadReport) -> bool:
+    """Whether to read a file met while walking a folder: a reader claims it (or it cannot be
+    read, which `read_file` reports); else it is counted as skipped, not a transcript."""
+    try:
+        unknown = path.stat().st_size and detect_format(path) is None
+    except OSError:
+        return True
+    if unknown:
+        report.skip_file(path, f"not a transcript ({path.suffix or path.name})")
+    return not unknown
+
+
 def read_paths(
     paths: Iterable[str | Path],
     report: ReadReport | None = None,
@@ -229,14 +241,8 @@ def read_paths(
             for f in iter_files([p], report.unreadable_folder):
                 if on_file:
                     on_file(f)
-                try:
-                    unknown = f.stat().st_size and detect_format(f) is None
-                except OSError:
-                    unknown = False  # read_file reports it
-                if unknown:
-                    report.skip_file(f, f"not a transcript ({f.suffix or f.name})")
-                    continue
-                yield from read_file(f, report)
+                if claimed(f, report):
+                    yield from read_file(f, report)
         else:
             if on_file:
                 on_file(p)
@@ -248,6 +254,7 @@ __all__ = [
     "READERS",
     "Document",
     "ReadReport",
+    "claimed",
     "detect_format",
     "parse",
     "read_file",

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from winnow.data.readers.base import ReadReport, SessionBuilder, read_bytes, to_text
+from winnow.data.readers.base import ReadReport, SessionBuilder, read_text, to_text
 from winnow.data.schema import Unit
 
 _HEADER = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
@@ -53,14 +53,7 @@ class AiderReader:
         return any(_HEADER.match(line) for line in head.splitlines()[:200])
 
     def read(self, path: Path, report: ReadReport) -> Iterator[Unit]:
-        raw = read_bytes(path)  # a file or an in-memory document; no byte order mark
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            report.problem(
-                path, raw.count(b"\n", 0, e.start) + 1, "invalid UTF-8, decoded with replacement"
-            )
-            text = raw.decode("utf-8", errors="replace")
+        text = read_text(path, report)  # a file or an in-memory document
         for session in _sessions(text.splitlines()):
             yield from _units(session)
 

@@ -34,7 +34,7 @@ from winnow.data.readers.base import (
     string,
     to_text,
 )
-from winnow.data.readers.openai_chat import conversations
+from winnow.data.readers.openai_chat import conversations, request_of
 from winnow.data.schema import Unit
 
 NAME = "anthropic_messages"
@@ -101,14 +101,7 @@ def is_anthropic(record: Any) -> bool:
     top-level `system`, or a block or field only the Messages API has."""
     if not isinstance(record, dict):
         return False
-    request = next(
-        (
-            r
-            for r in (record, record.get("params"), record.get("body"), record.get("request"))
-            if isinstance(r, dict) and isinstance(r.get("messages"), list)
-        ),
-        None,
-    )
+    request = request_of(record)
     if request is None:
         return False
     if "system" in request or "thinking" in request or "anthropic_version" in request:

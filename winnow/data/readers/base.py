@@ -33,7 +33,7 @@ class Document(PurePosixPath):
     """An in-memory file: a name (its stem names sessions, as a file's does) and its bytes.
 
     `winnow.data.parse` hands one to a reader, which reads it through `open_bytes`,
-    `read_bytes`, `read_head`, `iter_json_lines` and `load_json` as it would a file.
+    `read_bytes`, `read_text`, `read_head`, `iter_json_lines` and `load_json` as it would a file.
     """
 
     data: bytes = b""
@@ -57,6 +57,18 @@ def read_bytes(path: str | Path) -> bytes:
     with open_bytes(path) as fh:
         raw = fh.read()
     return raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+
+
+def read_text(path: str | Path, report: ReadReport) -> str:
+    """A file's text (UTF-8, no byte order mark); invalid bytes are replaced, and reported in
+    one line naming the first."""
+    raw = read_bytes(path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        report.problem(path, line, "invalid UTF-8, decoded with replacement")
+        return raw.decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -152,6 +164,16 @@ def to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_value(text: str | bytes) -> Any:
+    """`json.loads`, with JSON nested deeper than Python's parser recurses raised as the
+    ValueError any other unparseable text gets (for values inside a good record, such as tool
+    arguments: the caller keeps the text as it is)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(TOO_DEEP) from None
 
 
 def iter_json_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, Any]]:
@@ -277,18 +299,13 @@ def head_objects(head: str, limit: int = 50) -> Iterator[dict]:
 
 def load_json(path: Path, report: ReadReport) -> Any | None:
     """Load a whole-file JSON document, reporting (not raising) when it is broken."""
-    raw = read_bytes(path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        report.problem(path, _line_of(raw, e.start), "invalid UTF-8, decoded with replacement")
-        text = raw.decode("utf-8", errors="replace")
+    text = read_text(path, report)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         whole = _complete_records(text)  # None unless the document was cut while a list was open
         if whole is not None:  # cut short (a crash mid-write): keep what is whole
-            line = _line_of(raw, len(whole[0].encode()))
+            line = whole[0].count("\n") + 1
             report.problem(
                 path,
                 e.lineno,
@@ -344,10 +361,6 @@ def _complete_records(text: str) -> tuple[str, Any] | None:
         return text[:end], json.loads(kept)
     except (json.JSONDecodeError, RecursionError):
         return None
-
-
-def _line_of(raw: bytes, offset: int) -> int:
-    return raw.count(b"\n", 0, offset) + 1
 
 
 def read_head(path: Path, lines: int = 2) -> str:

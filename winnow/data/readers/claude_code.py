@@ -31,12 +31,14 @@ from winnow.data.readers.base import (
     expect,
     head_objects,
     iter_json_lines,
+    json_value,
     record_guard,
     to_text,
 )
 from winnow.data.schema import Unit
 
 NAME = "claude_code"
+NOTIFICATION = f"{NAME}: queued notification"  # a task's or agent's, not user text
 # Record types only Claude Code writes; any one of them on a complete head line identifies it.
 _MARKER_TYPES = {"file-history-snapshot", "queue-operation", "last-prompt", "custom-title"}
 # Repeated lines sit a few lines apart; remembering the latest uuids keeps memory flat.
@@ -99,7 +101,7 @@ class ClaudeCodeReader:
         tool_names: dict[str, str] = {}
         seen: dict[str, int] = {}  # uuid -> content digest; insertion-ordered, oldest evicted first
         pending: _Pending | None = None
-        queued: deque[_Spec | None] = deque()  # user text, or None for a notification
+        queued: deque[_Spec | str] = deque()  # user text, or a notification's text
 
         def emit(specs: list[_Spec]) -> Iterator[Unit]:
             for s in specs:
@@ -142,7 +144,7 @@ class ClaudeCodeReader:
                 yield from emit(specs)
         yield from flush()
         # typed while the agent worked and never dequeued: still what the user said
-        yield from emit([q for q in queued if q is not None])
+        yield from emit([q for q in queued if isinstance(q, _Spec)])
 
     def _record(
         self,
@@ -260,15 +262,18 @@ class ClaudeCodeReader:
 
 
 def _queue_operation(
-    obj: dict, path: Path, queued: deque[_Spec | None], report: ReadReport
+    obj: dict, path: Path, queued: deque[_Spec | str], report: ReadReport
 ) -> tuple[str, None, list[_Spec]] | None:
-    """Track the input queue; a removed (handed-over) user message becomes a user unit."""
+    """Track the input queue; a removed (handed-over) user message becomes a user unit.
+
+    The records of a typed message are read (its text becomes a unit here or comes back as
+    its own user line), so only a notification's records count as skipped."""
     op = obj.get("operation")
-    report.skip(f"{NAME}: queue-operation {op}")
     if op == "enqueue":
         content = obj.get("content")
         if not isinstance(content, str) or _is_notification(content):
-            queued.append(None)
+            report.skip(NOTIFICATION)
+            queued.append(content if isinstance(content, str) else "")  # a remove may name it
             return None
         session = v if isinstance(v := obj.get("sessionId"), str) else path.stem
         ts = v if isinstance(v := obj.get("timestamp"), str) else None
@@ -277,21 +282,25 @@ def _queue_operation(
         )
         return None
     if op not in ("dequeue", "remove") or not queued:
+        report.skip(f"{NAME}: queue-operation {op}")
         return None
     content = obj.get("content")
-    item = None
     if isinstance(content, str):  # names the message it removes
         for i, q in enumerate(queued):
-            if q is not None and q.text == content:
+            if (q.text if isinstance(q, _Spec) else q) == content:
                 item = queued[i]
                 del queued[i]
                 break
         else:
+            report.skip(f"{NAME}: queue-operation {op}")
             return None
     else:
         item = queued.popleft()
-    if op == "dequeue" or item is None:
-        return None  # delivered as an ordinary user line, or a notification
+    if not isinstance(item, _Spec):
+        report.skip(NOTIFICATION)
+        return None
+    if op == "dequeue":
+        return None  # delivered as an ordinary user line, read there
     return "queued", None, [item]
 
 
@@ -301,7 +310,7 @@ def _is_notification(text: str) -> bool:
         return True
     if head.startswith("{"):
         try:
-            return isinstance(json.loads(text), dict)
+            return isinstance(json_value(text), dict)
         except ValueError:
             return False
     return False

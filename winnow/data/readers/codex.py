@@ -8,7 +8,6 @@ history after compaction) is kept as one user unit.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from winnow.data.readers.base import (
     expect,
     head_objects,
     iter_json_lines,
+    json_value,
     record_guard,
     to_text,
 )
@@ -34,8 +34,8 @@ _EXIT = re.compile(r"(?:Process exited with code|Exit code:)\s*(-?\d+)")
 def _compact_json(text: str) -> str:
     """Function-call arguments arrive as a JSON string; normalise them to compact JSON."""
     try:
-        return to_text(json.loads(text))
-    except (json.JSONDecodeError, TypeError):
+        return to_text(json_value(text))
+    except (ValueError, TypeError):
         return text
 
 
@@ -54,10 +54,10 @@ def _output(output: Any) -> tuple[str, bool | None]:
         '{"output"'
     ):  # older rollouts: {"output": ..., "metadata": {"exit_code": n}}
         try:
-            d = json.loads(text)
+            d = json_value(text)
             code = d.get("metadata", {}).get("exit_code")
             return to_text(d.get("output")), (code != 0) if isinstance(code, int) else None
-        except (json.JSONDecodeError, AttributeError):
+        except (ValueError, AttributeError):
             pass
     m = _EXIT.search(text[:500])
     return text, (int(m.group(1)) != 0) if m else None

@@ -164,20 +164,6 @@ class OpenAIChatReader:
             )
 
 
-# Message fields the units stand for; the others (role, name, tool_call_id, ...) stay in the
-# message's shell. Assistant reasoning (`reasoning_content`, `reasoning`) is not OpenAI's but
-# OpenAI-compatible servers (DeepSeek, vLLM, OpenRouter) send and accept it.
-UNIT_FIELDS = (
-    "content",
-    "reasoning_content",
-    "reasoning",
-    "refusal",
-    "audio",
-    "tool_calls",
-    "function_call",
-)
-
-
 def parse_request(
     request: dict,
     s: SessionBuilder,
@@ -247,6 +233,7 @@ def _message(
             unit, "user" if role == "user" else "system", content, model, present="content" in m
         )
     elif role == "assistant":
+        # not OpenAI's, but OpenAI-compatible servers (DeepSeek, vLLM, OpenRouter) send it
         for key in ("reasoning_content", "reasoning"):
             value = m.get(key)
             if isinstance(value, str) and value:

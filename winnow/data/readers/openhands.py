@@ -15,7 +15,6 @@ text, `system` the system prompt, `think` a thinking block, `finish` assistant t
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePath
@@ -26,6 +25,7 @@ from winnow.data.readers.base import (
     SessionBuilder,
     guarded,
     iter_json_lines,
+    json_value,
     load_json,
     read_head,
     string,
@@ -260,14 +260,14 @@ def _tool_input(args: dict, meta: dict) -> str:
     if isinstance(tool_calls, str):
         try:
             tool_calls = ast.literal_eval(tool_calls)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError, MemoryError):  # too deep too
             tool_calls = None
     for call in tool_calls if isinstance(tool_calls, list) else []:
         if isinstance(call, dict) and call.get("id") == meta.get("tool_call_id"):
             arguments = (call.get("function") or {}).get("arguments")
             try:
                 return (
-                    to_text(json.loads(arguments))
+                    to_text(json_value(arguments))
                     if isinstance(arguments, str)
                     else to_text(arguments)
                 )

@@ -11,7 +11,6 @@ include the final `submit` observation that `history` lacks. Files without a tra
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from winnow.data.readers.base import (
     ReadReport,
     SessionBuilder,
     guarded,
+    json_value,
     load_json,
     string,
     to_text,
@@ -44,11 +44,11 @@ def _tool_name(action: str) -> str:
 def _tool_calls(value: Any) -> list[dict]:
     """`tool_calls` as a list; replayed trajectories store it as a Python repr string."""
     if isinstance(value, str):
-        for parse in (json.loads, ast.literal_eval):
+        for parse in (json_value, ast.literal_eval):
             try:
                 value = parse(value)
                 break
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, RecursionError, MemoryError):  # too deep too
                 continue
     return [c for c in value if isinstance(c, dict)] if isinstance(value, list) else []
 
@@ -58,7 +58,7 @@ def _arguments(call: dict) -> str:
     args = fn.get("arguments")
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            args = json_value(args)
         except ValueError:
             return args
     return to_text(args if args is not None else {})

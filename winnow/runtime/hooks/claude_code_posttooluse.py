@@ -36,8 +36,8 @@ def latest_usage(transcript: Path) -> dict | None:
             continue
         try:
             rec = json.loads(line)
-        except ValueError:
-            continue  # a cut first line or a write race
+        except (ValueError, RecursionError):
+            continue  # a cut first line, a write race, or nested too deeply to parse
         msg = rec.get("message") if isinstance(rec, dict) else None
         if rec.get("type") == "assistant" and not rec.get("isSidechain") and isinstance(msg, dict):
             if isinstance(msg.get("usage"), dict):
