@@ -8,9 +8,10 @@ For each session of ../shared/traces (at least --min-tokens long) and each budge
 the session's tokens as sent: rendered as an Anthropic request, read back and counted), every
 method gets the same integer limit:
 - winnow: SemanticCompressor, default configuration (graceful must-keep overflow).
-- current: the compressor of --baseline-src (a checkout of the commit before the allocator),
-  run in a subprocess on the very units this process read, with `summarize_largest` for its
-  figures (its default, `error`, fails: those failures are counted apart).
+- current: the compressor of --baseline-src (a checkout of the commit before the allocator, or
+  of main where a branch left it), run in a subprocess on the very units this process read, in
+  its default configuration, except that a default of `error` (which fails: those failures are
+  counted apart) becomes `summarize_largest` for its figures.
 - truncation / masking: winnow.serving.baselines.
 Categories and scores come from the shipped classifier, the same for every method; never
 from the gold labels. Figures, per method and budget:
@@ -90,6 +91,8 @@ def worker(src: str, path_in: str, path_out: str) -> None:
     from winnow.serving.tokens import default_token_counter
 
     counter = default_token_counter()
+    policy = CompressorConfig().on_must_keep_overflow
+    policy = "summarize_largest" if policy == "error" else policy
     with open(path_in, "rb") as fh:
         jobs = pickle.load(fh)  # [(key, [unit dicts], {budget: limit})]
     out = {}
@@ -108,7 +111,7 @@ def worker(src: str, path_in: str, path_out: str) -> None:
             comp = SemanticCompressor(
                 classifier=object(),
                 token_counter=counter,
-                config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
+                config=CompressorConfig(on_must_keep_overflow=policy),
             )
             try:
                 row["units"] = [u.to_dict() for u in comp.compress(units, limit).units]
@@ -119,7 +122,7 @@ def worker(src: str, path_in: str, path_out: str) -> None:
                 classifier=object(),
                 summarizer=llm,
                 token_counter=counter,
-                config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
+                config=CompressorConfig(on_must_keep_overflow=policy),
             )
             try:
                 res = comp.compress(units, limit).units
