@@ -99,9 +99,8 @@ RANK = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
 # entireio-cli,agentv,swe-agent,aider at 20%, 300 and 1000 keep one more must-keep unit
 # verbatim of 812 and 3 fewer of 39 errors at their error lines.
 CHANGE_TOKENS = 100
-# Inputs whose tokens times renditions are at most this are allocated exactly
-# (allocator.allocate_exact): about 20K tokens of a Claude Code session, a few ms a pass.
-EXACT_WORK = 10_000_000
+# Inputs of at most this many tokens are allocated exactly (allocator.allocate_exact).
+EXACT_TOKENS = 4000
 
 
 class MustKeepOverflow(ValueError):
@@ -653,7 +652,11 @@ class Plan:
         self.items.sort(key=lambda it: it[0])
         self.asks: tuple[int, ...] = ()  # the first request and the latest user message
         self.info = self._infos(labels)
-        self._exact = False  # see run()
+        # A short conversation is allocated exactly: the greedy's granularity shows there (a
+        # limit of a few hundred tokens, one item frozen below a step it cannot afford), and
+        # the exact solution costs little. Decided by the input alone, so that one input gets
+        # one method at every limit (each is monotone in the limit).
+        self._exact = sum(info.tokens for info in self.info) <= EXACT_TOKENS
         self._summaries: dict[tuple[int, int], str] = {}
         self._locked: dict[int, Form] = {}  # units whose summary is written: they keep it
         self.planned: dict[int, Form] = {}
@@ -919,13 +922,6 @@ class Plan:
     def run(self, limit: int | None, before: int, eager: bool) -> CompressionResult:
         for i, info in enumerate(self.info):
             info.forms = self._forms(i)
-        # A short conversation is allocated exactly: the greedy's granularity shows there (an
-        # item frozen below a step it cannot afford: an outline whose next step is the whole
-        # file, a limit of a few hundred tokens), and the exact solution costs little (time:
-        # the tokens times the renditions). Decided by the input alone, so that one input
-        # gets one method at every limit (each is monotone in the limit).
-        tokens = sum(info.tokens for info in self.info)
-        self._exact = tokens * sum(len(info.forms) for info in self.info) <= EXACT_WORK
         if limit is not None:
             self._fit_must_keep(limit)
         budget = limit
