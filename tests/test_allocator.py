@@ -92,3 +92,9 @@ def test_exact_fills_the_room_a_frozen_greedy_leaves() -> None:
     greedy, exact = allocate(items, 40), allocate_exact(items, 40)
     assert greedy is not None and exact is not None
     assert cost(items, greedy) == 10 and exact == [1, 2] and cost(items, exact) == 40
+
+
+def test_exact_counts_a_negative_cost_as_nothing() -> None:
+    items = [[Option(0, 0.0), Option(-5, 0.0), Option(8, 3.0)], [Option(-2, 1.0), Option(4, 2.0)]]
+    assert allocate_exact(items, 8) == [2, 0]
+    assert allocate_exact(items, 12) == [2, 1]

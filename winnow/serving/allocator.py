@@ -68,10 +68,11 @@ def allocate(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None
 
 def allocate_exact(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None:
     """The most value `budget` holds, one option per item (the first of equally good ones);
-    None when even the cheapest options together exceed it. O(budget x options) time."""
+    None when even the cheapest options together exceed it. O(budget x options) time. A
+    negative cost (a rendition its count puts under nothing) counts as 0."""
     if budget < 0:
         return None
-    if sum(min(o.cost for o in opts) for opts in items) > budget:
+    if sum(min(max(0, o.cost) for o in opts) for opts in items) > budget:
         return None
     best = np.zeros(budget + 1)  # the most value of the items so far at each budget
     picks = np.zeros((len(items), budget + 1), dtype=np.int32)
@@ -79,10 +80,11 @@ def allocate_exact(items: Sequence[Sequence[Option]], budget: int) -> list[int] 
         new = np.full(budget + 1, -np.inf)
         pick = picks[i]
         for k, o in enumerate(opts):
-            if o.cost > budget:
+            c = max(0, o.cost)
+            if c > budget:
                 continue
             cand = np.full(budget + 1, -np.inf)
-            cand[o.cost :] = best[: budget + 1 - o.cost] + o.value
+            cand[c:] = best[: budget + 1 - c] + o.value
             better = cand > new
             new[better] = cand[better]
             pick[better] = k
@@ -92,7 +94,7 @@ def allocate_exact(items: Sequence[Sequence[Option]], budget: int) -> list[int] 
     for i in range(len(items) - 1, -1, -1):
         k = int(picks[i][b])
         out[i] = k
-        b -= items[i][k].cost
+        b -= max(0, items[i][k].cost)
     return out
 
 
