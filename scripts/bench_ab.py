@@ -149,6 +149,8 @@ def load_sessions(traces: Path):
 def load_gold(labels_dir: Path) -> dict[str, str]:
     gold: dict[str, str] = {}
     for f in sorted(labels_dir.glob("*.jsonl")):
+        if f.name == "corrections.jsonl":  # merge_labels.py's input, already in gold.jsonl
+            continue
         for line in f.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 rec = json.loads(line)

@@ -2,6 +2,10 @@
 
 Each unit's label is the one given by the annotator whose slice it belongs to
 (data/labels/raw/owners.json); units labelled twice (the blind overlap) give the agreement.
+Then the corrections (`corrections.jsonl` beside the output, or `--corrections FILE`) are
+applied: units re-read against TAXONOMY.md and the conventions of data/labels/README.md
+because rounds labelled the same shape differently, one `{"id", "category", "was", "reason"}`
+line each. A correction whose `was` is not the merged label stops the merge (stale).
 
     python scripts/merge_labels.py data/labels/raw data/labels/raw_r2 -o data/labels/gold.jsonl
 """
@@ -24,11 +28,40 @@ def cohen_kappa(a: list[str], b: list[str]) -> float:
     return (po - pe) / (1 - pe) if pe < 1 else 1.0
 
 
+def apply_corrections(gold: list[dict[str, str]], path: Path) -> int:
+    """Apply the corrections in `path` to `gold` (in place); returns how many."""
+    by_id = {r["id"]: r for r in gold}
+    n = 0
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        fix = json.loads(line)
+        where = f"{path}:{lineno}"
+        rec = by_id.get(fix["id"])
+        if rec is None:
+            raise SystemExit(f"{where}: {fix['id']} is not in the merged labels")
+        if fix["category"] not in CATEGORIES or not fix.get("reason"):
+            raise SystemExit(f"{where}: a correction needs a known category and a reason")
+        if rec["category"] != fix["was"]:
+            raise SystemExit(
+                f"{where}: {fix['id']} is {rec['category']!r}, not {fix['was']!r}: stale correction"
+            )
+        rec["category"] = fix["category"]
+        n += 1
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("raw", type=Path, nargs="+", help="one folder per labelling round")
     ap.add_argument("-o", "--out", type=Path, required=True)
+    ap.add_argument(
+        "--corrections",
+        type=Path,
+        help="corrections to apply after the merge (default: corrections.jsonl beside --out)",
+    )
     args = ap.parse_args()
+    corrections = args.corrections or args.out.parent / "corrections.jsonl"
     # Annotators are named per round (`<folder>/annotator_N`): rounds had different people.
     owners: dict[str, str] = {}
     labels: dict[str, dict[str, str]] = {}
@@ -58,6 +91,7 @@ def main() -> None:
             if by[owner] != by[other]:
                 confusions[tuple(sorted((by[owner], by[other])))] += 1
     gold.sort(key=lambda r: r["id"])
+    corrected = apply_corrections(gold, corrections) if corrections.is_file() else 0
     args.out.write_text("".join(json.dumps(r) + "\n" for r in gold))
     agree = sum(x == y for x, y in zip(first, second))
     report = {
@@ -65,6 +99,7 @@ def main() -> None:
         "double_labelled": len(first),
         "raw_agreement": round(agree / len(first), 4) if first else None,
         "cohen_kappa": round(cohen_kappa(first, second), 4) if first else None,
+        "corrections": corrected,
         "distribution": dict(Counter(r["category"] for r in gold).most_common()),
         "top_disagreements": {f"{a} / {b}": n for (a, b), n in confusions.most_common(8)},
     }

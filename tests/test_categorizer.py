@@ -59,3 +59,26 @@ def test_adapters_for_older_classifiers() -> None:
     assert isinstance(as_categorizer(Labeler()), HeuristicCategorizer)
     with pytest.raises(TypeError, match="no predict"):
         as_categorizer(object())
+
+
+def test_the_compressor_labels_as_the_session_classifier() -> None:
+    """The default categorizer is a `SessionClassifier`: the compressor's categories and
+    scores are its batch view of the whole session (point 3 of issue 13)."""
+    from pathlib import Path
+
+    from winnow.data.readers import read_paths
+    from winnow.serving.compressor import SemanticCompressor
+    from winnow.serving.session import SessionClassifier
+
+    clf = load_categorizer(fallback=None)
+    assert isinstance(clf, SessionClassifier)
+    units = list(read_paths([Path(__file__).parent / "fixtures" / "demo_session.jsonl"]))
+    want = SessionClassifier.load().predict(units)
+    compressor = SemanticCompressor()
+    assert compressor.categorize(units) == [p.category for p in want]
+    got = compressor._labels(units)
+    for (_, scores), p in zip(got, want, strict=True):
+        assert scores == p.scores
+    # the online view differs from the batch one somewhere: the compressor is not using it
+    online = clf.predict(units, online=True)
+    assert any(a.scores != b.scores for a, b in zip(online, want, strict=True))

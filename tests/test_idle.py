@@ -522,6 +522,47 @@ def test_compaction_with_the_shipped_classifier(tmp_path):
     )
 
 
+def test_the_runtime_labels_each_new_unit_once_online(tmp_path):
+    """As turns arrive, each new unit goes through `SessionClassifier.add` once, and its label
+    is the online view of the whole conversation (past units only)."""
+    from winnow.runtime.transcript import to_units
+    from winnow.serving.session import SessionClassifier
+
+    shipped = _shipped_classifier()
+    fed: list[tuple[int, int]] = []
+
+    class Counting(SessionClassifier):
+        def add(self, unit):
+            fed.append((unit.extra["msg"], unit.extra["block"]))
+            return super().add(unit)
+
+    async def go():
+        with LLMServer(replies=script(Reply(SUMMARY))) as srv:
+            clock, conv, client, compactor, session = make(
+                srv, tmp_path, classifier=Counting(shipped), min_context_tokens=10**9
+            )
+            sizes = []
+            for text in ("Now wire it into the login view.", "Also add a test for it.", "7"):
+                await session.send(text)
+                await compactor._start_labelling()
+                sizes.append(len(fed))
+            units = to_units(conv.api, conv.messages, compactor.session_id)
+            assert len(fed) == len(set(fed)) == len(units)  # every unit once
+            # a rewritten history (as a compaction leaves it) starts the session over
+            conv.messages[:2] = [{"role": "user", "content": "<session-state>Goal: limits."}]
+            fed.clear()
+            await compactor._start_labelling()
+            await client.close()
+            return conv, compactor, sizes
+
+    conv, compactor, sizes = asyncio.run(go())
+    assert sizes[0] < sizes[1] < sizes[2]  # fed turn by turn, not at the end
+    units = to_units(conv.api, conv.messages, compactor.session_id)
+    assert len(fed) == len(units)
+    want = [p.category for p in shipped.predict(units, online=True)]
+    assert [compactor._label(u) for u in units] == want
+
+
 def agentic_run(n: int = 12) -> list[dict]:
     """One prompt, then a long run of tool calls: a single turn."""
     msgs = [{"role": "user", "content": "Port every handler in app/ to the new router."}]

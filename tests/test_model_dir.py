@@ -87,6 +87,9 @@ def test_kind_specific_fields(model):
         _edit(model, bag__buckets="many")
         with pytest.raises(ModelError, match="field 'buckets' must be an integer"):
             ImportanceClassifier.load(model)
+        _edit(model, bag__buckets=1 << 14, bag__version=99)  # hashes other tokens
+        with pytest.raises(ModelError, match="trained on n-gram spec v99"):
+            ImportanceClassifier.load(model)
     else:
         _edit(model, max_len="48")
         with pytest.raises(ModelError, match="field 'max_len' must be an integer"):

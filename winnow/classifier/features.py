@@ -183,8 +183,8 @@ def _word_table() -> dict[bytes, tuple[list[int], list[tuple[frozenset[bytes], i
     for name, phrases in _PHRASE_SETS.items():
         for p in phrases:
             need = frozenset(w.encode() for w in p)
-            for w in need:
-                table.setdefault(w, ([], []))
+            for b in need:
+                table.setdefault(b, ([], []))
             table[max(p, key=len).encode()][1].append((need, _CUE_AT[name]))
     return table
 

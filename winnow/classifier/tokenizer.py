@@ -89,8 +89,14 @@ class UnitEncoder:
         self.chars_per_token = chars_per_token
         self._head_chars = self._head * chars_per_token
         self._tail_chars = self._tail * chars_per_token
-        self._cut = tokenizer.token_to_id(CUT)
-        self._prefix = {t: tokenizer.token_to_id(t) for t in PREFIX_TOKENS}
+        cut = tokenizer.token_to_id(CUT)
+        if cut is None:
+            raise ValueError(f"the tokenizer has no {CUT} token: not one winnow trained")
+        self._cut: int = cut
+        # Prefix tokens it lacks read as id 1 (unknown), like a role it never saw.
+        self._prefix: dict[str, int] = {
+            t: i for t in PREFIX_TOKENS if (i := tokenizer.token_to_id(t)) is not None
+        }
         self._by_word = _encodes_word_by_word(tokenizer)
         self._words: dict[str, tuple[int, ...]] = {}  # word as written -> ids
 
@@ -118,7 +124,7 @@ class UnitEncoder:
         return (
             p.get(f"[role:{role}]", 1),
             p.get(f"[kind:{kind}]", 1),
-            p[f"[tool:{tool_bucket(tool)}]"],
+            p.get(f"[tool:{tool_bucket(tool)}]", 1),
         )
 
     def _fit(self, ids: list[int]) -> list[int]:

@@ -162,8 +162,11 @@ class IdleCompactor:
     (`anthropic.AsyncAnthropic` or `openai.AsyncOpenAI`).
 
     `classifier`: anything with `predict(units)` returning objects with `.category`; "default"
-    loads the shipped ImportanceClassifier lazily (falling back to a rule: user words are
-    requirements, failed tool results errors); None uses the rule.
+    loads the shipped model lazily (falling back to a rule: user words are requirements, failed
+    tool results errors); None uses the rule. A model (`SessionClassifier`, or an
+    `ImportanceClassifier`, which gets one) labels online, as the turns arrive: each new unit
+    once, seeing the units before it, at a constant cost per unit; any other classifier labels
+    the new units as one batch.
     """
 
     def __init__(
@@ -200,6 +203,8 @@ class IdleCompactor:
         # (message, block) -> (hash of the text labelled, category)
         self._labels: dict[tuple[int, int], tuple[int, str]] = {}
         self._label_task: asyncio.Task | None = None
+        # Online labelling: the (key, text hash) of the units fed so far, in order.
+        self._fed: list[tuple[tuple[int, int], int]] = []
 
     # -- harness events ----------------------------------------------------------------------
 
@@ -530,13 +535,11 @@ class IdleCompactor:
         async def run() -> None:
             while True:
                 conv = self.conversation
-                units = [u for u in to_units(conv.api, conv.messages) if self._label(u) is None]
-                if not units:
+                units = to_units(conv.api, conv.messages, self.session_id)
+                if all(self._label(u) is not None for u in units):
                     return
-                cats = await asyncio.to_thread(self._predict, units)
-                self._labels.update(
-                    {_key(u): (hash(u.text), c) for u, c in zip(units, cats, strict=True)}
-                )
+                labelled = await asyncio.to_thread(self._predict, units)
+                self._labels.update({_key(u): (hash(u.text), c) for u, c in labelled})
 
         self._label_task = asyncio.get_running_loop().create_task(run())
         return self._label_task
@@ -546,15 +549,42 @@ class IdleCompactor:
         entry = self._labels.get(_key(u))
         return entry[1] if entry and entry[0] == hash(u.text) else None
 
-    def _predict(self, units: list[Unit]) -> list[str]:
+    def _predict(self, units: list[Unit]) -> list[tuple[Unit, str]]:
+        """(unit, category) for the units of the conversation (`units`, in order) that need a
+        label: online, the units not fed yet; else the units not labelled yet."""
         if self._classifier == "default":
             self._classifier = _load_default_classifier()
-        if self._classifier is not None:
+        clf = self._classifier
+        online = _online(clf)
+        if online is not None:
+            self._classifier = clf = online
+            return self._predict_online(clf, units)
+        todo = [u for u in units if self._label(u) is None]
+        if clf is not None:
             try:
-                return [p.category for p in self._classifier.predict(units)]
+                return list(zip(todo, [p.category for p in clf.predict(todo)], strict=True))
             except Exception as e:  # noqa: BLE001 - a broken model must not break the session
                 log.warning("importance classifier failed (%s); using the rule", e)
-        return [_rule_category(u) for u in units]
+        return [(u, _rule_category(u)) for u in todo]
+
+    def _predict_online(self, clf: Any, units: list[Unit]) -> list[tuple[Unit, str]]:
+        """Feed the units after those fed before; when the history before them changed (a
+        compaction, a truncation), the session starts over from its first unit."""
+        fed = self._fed
+        seen = [(_key(u), hash(u.text)) for u in units[: len(fed)]]
+        if seen != fed:
+            clf.reset(self.session_id)
+            fed.clear()
+        new = units[len(fed) :]
+        try:
+            cats = [p.category for p in clf.extend(new)]
+        except Exception as e:  # noqa: BLE001 - a broken model must not break the session
+            log.warning("importance classifier failed (%s); using the rule", e)
+            clf.reset(self.session_id)
+            fed.clear()
+            return [(u, _rule_category(u)) for u in new]
+        fed.extend((_key(u), hash(u.text)) for u in new)
+        return list(zip(new, cats, strict=True))
 
 
 def incomplete(done: Completion) -> str | None:
@@ -581,6 +611,20 @@ def _rule_category(u: Unit) -> str:
     if u.kind == "tool_result":
         return "error" if u.is_error else "tool_output"
     return "requirement" if u.role == "user" else "explanation"
+
+
+def _online(classifier: Any) -> Any:
+    """A `SessionClassifier` for a model (None for anything else: a rule, a stand-in)."""
+    if classifier is None or not hasattr(classifier, "predict_proba"):
+        return None
+    from winnow.serving.classifier import ImportanceClassifier
+    from winnow.serving.session import SessionClassifier
+
+    if isinstance(classifier, SessionClassifier):
+        return classifier
+    if isinstance(classifier, ImportanceClassifier):
+        return SessionClassifier(classifier)
+    return None
 
 
 def _load_default_classifier() -> Any:

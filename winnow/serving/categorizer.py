@@ -1,6 +1,7 @@
 """Categorizers: what labels units for the compressor, the runtime and the CLI.
 
     categorizer = load_categorizer()                   # the shipped model, else the heuristic
+    categorizer.add(unit)                              # a model: one live unit (online view)
     categorizer = load_categorizer("models/my-model", fallback=None)   # that model or an error
     for p in categorizer.predict(units):
         p.category, p.scores                           # scores: category -> probability
@@ -103,7 +104,9 @@ class _Adapted:
 def load_categorizer(
     model: str | Path | None = None, fallback: str | Categorizer | None = "heuristic"
 ) -> Categorizer:
-    """The classifier in `model` (None: the shipped default model).
+    """The classifier in `model` (None: the shipped default model), as a `SessionClassifier`:
+    `predict(units)` labels whole sessions (the batch view, both neighbours), and `add(unit)`
+    labels a live session unit by unit (the online view, at a constant cost per unit).
 
     When it cannot be loaded (no model installed, no onnxruntime, a corrupt directory), return
     `fallback`: "heuristic" (the labelling functions), a Categorizer of your own, or None to
@@ -111,9 +114,9 @@ def load_categorizer(
     warning names the error.
     """
     try:
-        from winnow.serving.classifier import ImportanceClassifier
+        from winnow.serving.session import SessionClassifier
 
-        return ImportanceClassifier.load(model)
+        return SessionClassifier.load(model)
     except Exception as e:  # noqa: BLE001 - missing model, module or runtime: the fallback decides
         if fallback is None:
             raise

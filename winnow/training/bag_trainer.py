@@ -149,7 +149,9 @@ class BagTrainer:
             drawn = list(weak)
             rng.shuffle(drawn)
             order = np.concatenate([strong, np.array(drawn[: cfg.weak_per_epoch], np.int64)])
-            rng.shuffle(order)  # type: ignore[arg-type]
+            perm = list(range(len(order)))
+            rng.shuffle(perm)  # the same swaps as shuffling `order` itself: seeds still hold
+            order = order[perm]
             view = np.array([rng.randrange(len(views)) for _ in range(len(order))], np.int64)
             for s in range(0, len(order), cfg.batch_size):
                 rows = order[s : s + cfg.batch_size]

@@ -156,7 +156,9 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--traces", help="transcripts (default: the release's)")
     g.add_argument(
-        "--labels", nargs="*", help="hand-label JSONL files (default: data/labels/*.jsonl)"
+        "--labels",
+        nargs="*",
+        help="hand-label JSONL files (default: data/labels/*.jsonl but corrections.jsonl)",
     )
     g.add_argument(
         "--recipes",

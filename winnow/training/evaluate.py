@@ -186,7 +186,9 @@ class EvalReport:
             for j in range(len(CATEGORIES)):
                 if cm[i, j]:
                     color = "white" if norm[i, j] > 0.5 else "black"
-                    ax.text(j, i, int(cm[i, j]), ha="center", va="center", fontsize=7, color=color)
+                    ax.text(
+                        j, i, str(int(cm[i, j])), ha="center", va="center", fontsize=7, color=color
+                    )
         ax.set_title(f"{name} on {self.split}: {self.n:,} units")
         fig.tight_layout()
         path = Path(path)

@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--labels",
         nargs="*",
-        help=f"hand-label JSONL files (default: every *.jsonl in {DEFAULT_LABELS}; none: heuristic only)",
+        help=f"hand-label JSONL files (default: every *.jsonl in {DEFAULT_LABELS} but "
+        "corrections.jsonl; none: heuristic only)",
     )
     p.add_argument(
         "-o", "--output", default=str(DEFAULT_OUTPUT), help="model directory (default: %(default)s)"
@@ -123,7 +124,8 @@ def traces_digest(root: Path) -> str:
 
 def _label_files(args: argparse.Namespace) -> list[str]:
     return (
-        sorted(str(p) for p in DEFAULT_LABELS.glob("*.jsonl"))
+        # corrections.jsonl is an input of scripts/merge_labels.py, already in gold.jsonl.
+        sorted(str(p) for p in DEFAULT_LABELS.glob("*.jsonl") if p.name != "corrections.jsonl")
         if args.labels is None
         else list(args.labels)
     )

@@ -260,8 +260,10 @@ class Trainer:
                 chosen, best = float(delta), recall
             if best >= cfg.must_keep_recall_target:
                 break
+        out = model.head[-1]
+        assert isinstance(out, torch.nn.Linear)  # UnitClassifier's head ends in its logits
         with torch.no_grad():
-            model.head[-1].bias[torch.from_numpy(keep)] += chosen
+            out.bias[torch.from_numpy(keep)] += chosen
         acc, recall = scores(chosen)
         self.console.print(
             f"must-keep logit bias {chosen:.2f}: validation must-keep recall {recall:.3f}, "
@@ -277,9 +279,9 @@ class Trainer:
         cfg = self.config
         counts = np.bincount(data.labels, minlength=len(CATEGORIES)).astype(np.float64)
         freq = np.maximum(counts, 1.0) / counts.sum()
-        class_w = np.where(counts > 0, freq**-cfg.class_weight_power, 0.0)
-        class_w = np.minimum(class_w / class_w[counts > 0].mean(), cfg.class_weight_cap)
-        class_w = torch.tensor(class_w, dtype=torch.float32)
+        raw_w = np.where(counts > 0, freq**-cfg.class_weight_power, 0.0)
+        raw_w = np.minimum(raw_w / raw_w[counts > 0].mean(), cfg.class_weight_cap)
+        class_w = torch.tensor(raw_w, dtype=torch.float32)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
         steps = epochs * math.ceil(len(data) / cfg.batch_size)
         warm = max(1, int(steps * cfg.warmup_share))
