@@ -46,6 +46,8 @@ STOPWORDS = frozenset(
 
 def word_tokens(word: str) -> tuple[str, ...]:
     """The distinctive tokens one word of text stands for (none for a common word)."""
+    if word.islower() and word.isalpha():  # most words of prose and code: nothing below fits
+        return ()
     w = word.rstrip(_TRAILING)
     if len(w) < 3:
         return ()
