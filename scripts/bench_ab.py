@@ -8,9 +8,10 @@ For each session of ../shared/traces (at least --min-tokens long) and each budge
 the session's tokens as sent: rendered as an Anthropic request, read back and counted), every
 method gets the same integer limit:
 - winnow: SemanticCompressor, default configuration (graceful must-keep overflow).
-- current: the compressor of --baseline-src (a checkout of the commit before the allocator),
-  run in a subprocess on the very units this process read, with `summarize_largest` for its
-  figures (its default, `error`, fails: those failures are counted apart).
+- current: the compressor of --baseline-src (a checkout of the commit before the allocator, or
+  of main where a branch left it), run in a subprocess on the very units this process read, in
+  its default configuration, except that a default of `error` (which fails: those failures are
+  counted apart) becomes `summarize_largest` for its figures.
 - truncation / masking: winnow.serving.baselines.
 Categories and scores come from the shipped classifier, the same for every method; never
 from the gold labels. Figures, per method and budget:
@@ -90,6 +91,8 @@ def worker(src: str, path_in: str, path_out: str) -> None:
     from winnow.serving.tokens import default_token_counter
 
     counter = default_token_counter()
+    policy = CompressorConfig().on_must_keep_overflow
+    policy = "summarize_largest" if policy == "error" else policy
     with open(path_in, "rb") as fh:
         jobs = pickle.load(fh)  # [(key, [unit dicts], {budget: limit})]
     out = {}
@@ -108,7 +111,7 @@ def worker(src: str, path_in: str, path_out: str) -> None:
             comp = SemanticCompressor(
                 classifier=object(),
                 token_counter=counter,
-                config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
+                config=CompressorConfig(on_must_keep_overflow=policy),
             )
             try:
                 row["units"] = [u.to_dict() for u in comp.compress(units, limit).units]
@@ -119,7 +122,7 @@ def worker(src: str, path_in: str, path_out: str) -> None:
                 classifier=object(),
                 summarizer=llm,
                 token_counter=counter,
-                config=CompressorConfig(on_must_keep_overflow="summarize_largest"),
+                config=CompressorConfig(on_must_keep_overflow=policy),
             )
             try:
                 res = comp.compress(units, limit).units
@@ -322,6 +325,28 @@ def print_table(scores, budgets, methods, header: str) -> None:
     console.print(table)
 
 
+def _source(source: str, traces: Path) -> str:
+    """A session's trace source: the top folder of its file under --traces."""
+    try:
+        return Path(source).resolve().relative_to(traces.resolve()).parts[0]
+    except (ValueError, IndexError):
+        return ""
+
+
+def _config(pairs: list[str]):
+    """CompressorConfig with FIELD=VALUE overrides (values read as JSON, else as text)."""
+    from winnow.serving.compressor import CompressorConfig
+
+    fields: dict = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        try:
+            fields[name] = json.loads(value)
+        except json.JSONDecodeError:
+            fields[name] = value
+    return CompressorConfig(**fields)
+
+
 # --- main ---------------------------------------------------------------------------------------
 
 
@@ -333,6 +358,18 @@ def main() -> int:
     ap.add_argument("--min-tokens", type=int, default=2000, help="skip sessions shorter than this")
     ap.add_argument("--sessions", type=int, help="only the first N sessions (quick runs)")
     ap.add_argument("--model", type=Path, help="classifier model directory (default: shipped)")
+    ap.add_argument(
+        "--sources",
+        help="only these trace sources (comma-separated folder names, e.g. a tuning half); "
+        "a leading '-' leaves them out instead",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a CompressorConfig field for winnow (repeatable), e.g. relevance_boost=0",
+    )
     ap.add_argument(
         "--baseline-src",
         help="a checkout of the compressor to compare with (git worktree add DIR 64fead8)",
@@ -364,6 +401,12 @@ def main() -> int:
     gold = load_gold(args.labels)
     test_ids = held_out(every, gold)
     sessions = [(k, s) for k, s in every if sent_tokens(s, "anthropic", counter) >= args.min_tokens]
+    if args.sources:
+        names = set(args.sources.lstrip("-").split(","))
+        leave_out = args.sources.startswith("-")
+        sessions = [
+            (k, s) for k, s in sessions if (_source(k[0], args.traces) in names) != leave_out
+        ]
     sessions = sessions[: args.sessions] if args.sessions else sessions
     t = time.perf_counter()
     source = categorize(sessions, args.model)
@@ -392,7 +435,8 @@ def main() -> int:
         )  # fmt: skip
 
     scores: dict = defaultdict(Score)
-    comp = SemanticCompressor(classifier=object(), token_counter=counter)
+    config = _config(args.set)
+    comp = SemanticCompressor(classifier=object(), token_counter=counter, config=config)
     t_winnow = 0.0
     for k, units in sessions:
         held = units[0].session_id in test_ids
@@ -410,7 +454,7 @@ def main() -> int:
             llm = StandInLLM(counter)
             try:
                 res = SemanticCompressor(
-                    classifier=object(), summarizer=llm, token_counter=counter
+                    classifier=object(), summarizer=llm, token_counter=counter, config=config
                 ).compress(units, limit)
                 scores["winnow", b].calls += len(llm.made)
                 scores["winnow", b].wasted += wasted(llm.made, res.units)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from winnow.serving.allocator import Option, allocate, cheapest
+from winnow.serving.allocator import Option, allocate, allocate_exact, cheapest
 
 options = hs.lists(
     hs.tuples(hs.integers(0, 40), hs.floats(0, 50, allow_nan=False)), min_size=1, max_size=5
@@ -68,3 +68,33 @@ def test_deterministic_and_efficient_first() -> None:
     assert allocate(items, 10) == [0, 1, 0]
     assert allocate(items, 20) == [0, 1, 1]
     assert allocate(items, 20) == allocate(items, 20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=instances, budget=hs.integers(0, 150))
+def test_exact_reaches_the_optimum_and_grows_with_the_budget(items, budget) -> None:
+    picks = allocate_exact(items, budget)
+    if sum(opts[cheapest(opts)].cost for opts in items) > budget:
+        assert picks is None
+        return
+    assert picks is not None and cost(items, picks) <= budget
+    assert abs(value(items, picks) - optimum(items, budget)) <= 1e-6
+    more = allocate_exact(items, budget + 1)
+    assert more is not None and value(items, more) >= value(items, picks) - 1e-9
+
+
+def test_exact_fills_the_room_a_frozen_greedy_leaves() -> None:
+    # the greedy takes the second item's only hull step (0 -> 60) or nothing: nothing fits
+    items = [
+        [Option(0, 0.0), Option(10, 50.0)],
+        [Option(0, 0.0), Option(10, 20.0), Option(30, 30.0), Option(60, 150.0)],
+    ]
+    greedy, exact = allocate(items, 40), allocate_exact(items, 40)
+    assert greedy is not None and exact is not None
+    assert cost(items, greedy) == 10 and exact == [1, 2] and cost(items, exact) == 40
+
+
+def test_exact_counts_a_negative_cost_as_nothing() -> None:
+    items = [[Option(0, 0.0), Option(-5, 0.0), Option(8, 3.0)], [Option(-2, 1.0), Option(4, 2.0)]]
+    assert allocate_exact(items, 8) == [2, 0]
+    assert allocate_exact(items, 12) == [2, 1]

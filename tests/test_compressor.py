@@ -829,3 +829,71 @@ def test_dataclass_units_are_not_mutated() -> None:
     snapshot = [dataclasses.replace(u, extra=dict(u.extra)) for u in units]
     COMPRESSOR.compress(units, 0.2)
     assert units == snapshot
+
+
+def _relevance_session(first: str, second: str, ask: str) -> list[Unit]:
+    """Two old units labelled alike and of one size, steps of other work, and a latest user
+    message that names what the first of them holds."""
+    filler = "the values are read, checked and written back in the order they came\n" * 12
+    units = [unit(0, "requirement", "Make the service faster where it is slow.", "user")]
+    for k, head in enumerate((first, second), start=1):
+        units.append(unit(k, "tool_output", f"{head}\n{filler}", "tool"))
+    for k in range(3, 13):  # other work: no distinctive token in common with either
+        units.append(unit(k, "explanation", f"Pass {k}: " + "we looked at it and moved on. " * 8))
+    units.append(unit(13, "requirement", ask, "user"))
+    for u in units[1:3]:
+        u.extra["scores"] = {"tool_output": 0.9, "explanation": 0.1}
+    return units
+
+
+def _kept_rank(result, uid: str) -> int:
+    rank = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
+    return rank[next(r.action for r in result.records if r.id == uid)]
+
+
+def _kept_tokens(result, uid: str) -> int:
+    return next(r.tokens_after for r in result.records if r.id == uid)
+
+
+@pytest.mark.parametrize("relevant_first", [True, False])
+def test_a_unit_relevant_to_the_latest_message_outlives_an_equal_irrelevant_one(relevant_first):
+    a, b = "$ cat billing/payment_gateway.py  # timeouts", "$ cat billing/report_writer.py  # pdf"
+    rel, other = ("s:1", "s:2") if relevant_first else ("s:2", "s:1")
+    units = _relevance_session(
+        *((a, b) if relevant_first else (b, a)), "Why does payment_gateway.py time out under load?"
+    )
+    assert abs(COMPRESSOR.sent_cost().cost(units[1]) - COMPRESSOR.sent_cost().cost(units[2])) <= 2
+    plain = SemanticCompressor(classifier=object(), config=CompressorConfig(relevance_boost=0))
+    with_relevance = without = 0
+    for share in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
+        limit = int(sent(units) * share)
+        result = COMPRESSOR.compress(units, limit)
+        assert _kept_rank(result, rel) >= _kept_rank(result, other), share
+        assert _kept_tokens(result, rel) >= _kept_tokens(result, other), share
+        assert next(r for r in result.records if r.id == rel).relevance > 0.3
+        assert next(r for r in result.records if r.id == other).relevance == 0.0
+        with_relevance += _kept_tokens(result, rel) - _kept_tokens(result, other)
+        p = plain.compress(units, limit)
+        without += _kept_tokens(p, rel) - _kept_tokens(p, other)
+    assert with_relevance > max(0, without)  # relevance, not the order, keeps more of it
+
+
+def test_relevance_never_lifts_a_unit_across_the_taxonomy_priority() -> None:
+    """A confident status note that names what the user asks about still gives way before an
+    irrelevant confident explanation of the same size (the next category above status)."""
+    filler = "the values are read, checked and written back in the order they came " * 6
+    units = [
+        unit(0, "requirement", "Make the service faster where it is slow.", "user"),
+        unit(1, "status", f"Now looking at billing/payment_gateway.py: {filler}"),
+        unit(2, "explanation", f"The cache of the other module is warm here, {filler}"),
+        *(unit(k, "explanation", f"Pass {k}: " + "we looked at it and moved on. " * 8) for k in range(3, 13)),
+        unit(13, "requirement", "Why does payment_gateway.py time out?", "user"),
+    ]  # fmt: skip
+    units[1].extra["scores"] = {"status": 0.95, "explanation": 0.05}
+    units[2].extra["scores"] = {"explanation": 0.95, "status": 0.05}
+    strong = SemanticCompressor(classifier=object(), config=CompressorConfig(relevance_boost=8.0))
+    for comp in (COMPRESSOR, strong):
+        for share in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+            result = comp.compress(units, int(sent(units) * share))
+            assert next(r for r in result.records if r.id == "s:1").relevance > 0.3
+            assert _kept_rank(result, "s:1") <= _kept_rank(result, "s:2"), share

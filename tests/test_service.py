@@ -182,9 +182,38 @@ def test_compress_under_no_pressure_returns_the_body_unchanged(client, body):
     assert json.dumps(r.json()["body"]) == json.dumps(body)  # JSON-equal, key order kept
 
 
-def test_compress_must_keep_overflow_is_a_clear_422(client):
-    r = client.post("/v1/compress", json={**OPENAI, "token_limit": 5})
+def test_compress_must_keep_overflow_is_a_clear_422_when_asked(client):
+    req = {**OPENAI, "token_limit": 5, "on_must_keep_overflow": "error"}
+    r = client.post("/v1/compress", json=req)
     assert r.status_code == 422 and "must-keep" in r.json()["detail"]
+
+
+def test_compress_degrades_gracefully_by_default(client):
+    """As the library and the CLI: must-keep units over the limit are summarized, not a 422."""
+    r = client.post("/v1/compress", json={**OPENAI, "token_limit": 5})
+    assert r.status_code == 200, r.text
+    w = r.json()["winnow"]
+    assert w["tokens_after"] <= 5 < w["tokens_before"]
+
+
+@pytest.mark.parametrize("limit", [0.5, "50%", "0.5"])
+def test_compress_takes_a_share_of_the_conversation(client, limit):
+    units = real_units("copilot.jsonl")
+    whole = client.post("/v1/compress", json={"units": units, "token_limit": 10**9}).json()
+    before = whole["winnow"]["tokens_before"]
+    r = client.post("/v1/compress", json={"units": units, "token_limit": limit})
+    assert r.status_code == 200, r.text
+    w = r.json()["winnow"]
+    assert w["token_limit"] == before // 2  # the share resolved against the tokens as sent
+    assert w["tokens_before"] == before and w["tokens_after"] <= before // 2
+
+
+def test_compress_takes_a_count_as_a_string(client):
+    units = real_units("copilot.jsonl")
+    r = client.post("/v1/compress", json={"units": units, "token_limit": "300"})
+    assert r.status_code == 200, r.text
+    assert r.json()["winnow"]["token_limit"] == 300
+    assert r.json()["winnow"]["tokens_after"] <= 300
 
 
 @pytest.mark.parametrize("policy", ["error", "summarize", "summarize_largest", "truncate_oldest"])
@@ -246,7 +275,8 @@ def test_malformed_classify_is_a_clear_4xx(client, content, needle):
 
 
 def test_compress_needs_a_positive_token_limit(client):
-    for extra in ({}, {"token_limit": 0}, {"token_limit": "many"}):
+    bad = [0, -3, "many", 1.5, 0.0, "0%", "-20%", True, None, [30], "30 %%"]
+    for extra in [{}] + [{"token_limit": v} for v in bad]:
         r = client.post("/v1/compress", json={**OPENAI, **extra})
         assert r.status_code == 422 and "token_limit" in r.text
 

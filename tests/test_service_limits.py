@@ -138,9 +138,13 @@ BODIES = st.one_of(
             "units": field(st.lists(UNITS, max_size=5)),
             "messages": field(st.lists(MESSAGES, max_size=5)),
             "system": field(st.text(max_size=50)),
-            "token_limit": field(st.integers(min_value=-10, max_value=10**6)),
+            "token_limit": field(
+                st.integers(min_value=-10, max_value=10**6)
+                | st.floats(-1, 2)
+                | st.sampled_from(["30%", "0.3", "500", "150%", "0%", "x"])
+            ),
             "on_must_keep_overflow": field(
-                st.sampled_from(["error", "summarize_largest", "truncate_oldest"])
+                st.sampled_from(["summarize", "error", "summarize_largest", "truncate_oldest"])
             ),
             "model": json_values(3),
         },

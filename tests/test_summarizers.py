@@ -45,6 +45,26 @@ def test_extractive_leaves_short_text_alone() -> None:
     assert ExtractiveSummarizer().summarize(["a", "b"], 50) == "a\n\nb"
 
 
+def test_a_repeated_error_fills_the_budget_with_its_distinct_lines_first() -> None:
+    """A log of one failure retried many times (an Aider session of one API error, 950K
+    characters) filled 22% of its limit: the repeats come back once every distinct line is in."""
+    attempt = [
+        "Traceback (most recent call last):",
+        '  File "client.py", line 143, in next',
+        "litellm.APIConnectionError: Error parsing chunk: Expecting value",
+        "Retrying in 0.2 seconds...",
+    ]
+    log = "\n".join(attempt * 200)
+    distinct = ExtractiveSummarizer().summarize("\n".join(attempt), 10**6)
+    small = ExtractiveSummarizer().summarize(log, COUNTER.count(distinct) + 8)
+    for line in attempt:  # each distinct line before any repeat
+        assert line in small.split("\n")
+    budget = COUNTER.count(log) // 3
+    out = ExtractiveSummarizer().summarize(log, budget)
+    assert 0.9 * budget <= COUNTER.count(out) <= budget
+    assert out.startswith(attempt[0]) and "[... " in out  # in order, the rest marked
+
+
 @settings(max_examples=60, deadline=None)
 @given(text=hs.text(min_size=0, max_size=3000), budget=hs.integers(0, 200))
 def test_extractive_never_exceeds_the_budget(text: str, budget: int) -> None:

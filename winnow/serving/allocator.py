@@ -11,12 +11,18 @@ value kept never falls when the budget grows: where the budgets B and B + 1 firs
 differently, B + 1 takes an upgrade that fills it exactly, worth more than anything less
 efficient that B could put in the room it had left. (Letting a frozen item take a cheaper
 option off its hull fills a little more but breaks this: the tests check it.)
+
+`allocate_exact` solves the same problem exactly (dynamic programming over the budget, one
+vector pass per option): for small inputs, where the greedy's granularity shows (an item frozen
+below a hull step it cannot afford leaves the room unused) and the cost is small.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,38 @@ def allocate(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None
     return current
 
 
+def allocate_exact(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None:
+    """The most value `budget` holds, one option per item (the first of equally good ones);
+    None when even the cheapest options together exceed it. O(budget x options) time. A
+    negative cost (a rendition its count puts under nothing) counts as 0."""
+    if budget < 0:
+        return None
+    if sum(min(max(0, o.cost) for o in opts) for opts in items) > budget:
+        return None
+    best = np.zeros(budget + 1)  # the most value of the items so far at each budget
+    picks = np.zeros((len(items), budget + 1), dtype=np.int32)
+    for i, opts in enumerate(items):
+        new = np.full(budget + 1, -np.inf)
+        pick = picks[i]
+        for k, o in enumerate(opts):
+            c = max(0, o.cost)
+            if c > budget:
+                continue
+            cand = np.full(budget + 1, -np.inf)
+            cand[c:] = best[: budget + 1 - c] + o.value
+            better = cand > new
+            new[better] = cand[better]
+            pick[better] = k
+        best = new
+    out = [0] * len(items)
+    b = int(np.argmax(best))  # the least budget that holds the most value
+    for i in range(len(items) - 1, -1, -1):
+        k = int(picks[i][b])
+        out[i] = k
+        b -= max(0, items[i][k].cost)
+    return out
+
+
 def hull(options: Sequence[Option], start: int) -> list[int]:
     """Option indices on the upper convex hull from `start` upwards in cost and value."""
     base = options[start]
@@ -84,4 +122,4 @@ def hull(options: Sequence[Option], start: int) -> list[int]:
     return chain
 
 
-__all__ = ["Option", "allocate", "cheapest", "hull"]
+__all__ = ["Option", "allocate", "allocate_exact", "cheapest", "hull"]

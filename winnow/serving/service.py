@@ -28,7 +28,15 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
 
 from winnow import __version__
 from winnow.data.readers import ReadReport, parse
@@ -66,14 +74,27 @@ class ConversationIn(BaseModel):
 
 
 class CompressIn(ConversationIn):
-    token_limit: int = Field(..., gt=0, description="the compressed conversation's token budget")
-    on_must_keep_overflow: Literal["error", "summarize", "summarize_largest", "truncate_oldest"] = (
+    token_limit: StrictInt | StrictFloat | StrictStr = Field(
+        ...,
+        description="the compressed conversation's token budget: a count (20000) or a share of "
+        'the conversation\'s tokens as sent (0.3, or "30%")',
+    )
+    on_must_keep_overflow: Literal["summarize", "error", "summarize_largest", "truncate_oldest"] = (
         Field(
-            "error",
-            description="when must-keep units alone exceed the limit: 422, summarize them lowest "
-            "value first, summarize the largest of them first, or drop the oldest",
+            "summarize",
+            description="when must-keep units alone exceed the limit: summarize them lowest "
+            "value first (the library's and the CLI's default), 422, summarize the largest of "
+            "them first, or drop the oldest",
         )
     )
+
+    @field_validator("token_limit")
+    @classmethod
+    def _a_count_or_a_share(cls, v: int | float | str) -> int | float | str:
+        from winnow.serving.compressor import resolve_limit
+
+        resolve_limit(v, 1)  # its form (a share is checked against any total): ValueError
+        return v
 
 
 class _Guard:
@@ -340,8 +361,9 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     @app.post("/v1/compress", dependencies=[Depends(authorize)])
     async def compress(body: CompressIn, request: Request) -> dict[str, Any]:
-        """The conversation compressed under `token_limit`: `body`, a complete request in the
-        input's format (send it as it is), and `winnow`, the figures."""
+        """The conversation compressed under `token_limit` (a count, or a share of its tokens
+        as sent: 0.3 or "30%"): `body`, a complete request in the input's format (send it as
+        it is), and `winnow`, the figures (`token_limit` resolved to a count)."""
         raw = await request.json()  # the body as sent: its fields in their order
 
         def work() -> dict[str, Any]:
@@ -364,7 +386,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                 "body": out,
                 "winnow": {
                     "format": fmt,
-                    "token_limit": body.token_limit,
+                    "token_limit": result.token_limit,
                     "tokens_before": result.tokens_before,
                     "tokens_after": result.tokens_after,
                 },

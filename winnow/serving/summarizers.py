@@ -99,7 +99,7 @@ class ExtractiveSummarizer:
 
     def _summarize(self, text: str, max_tokens: int) -> str:
         lines = _segments(text)
-        candidates = self._rank(lines)
+        candidates, repeats = self._rank(lines)
         chosen: list[int] = []  # sorted
         used = 0
         misses = 0
@@ -118,6 +118,13 @@ class ExtractiveSummarizer:
                 misses = 0
             else:
                 misses += 1
+        if repeats and len(chosen) == len(candidates) and used + 2 <= max_tokens:
+            # Every distinct line is in and room is left (a log of one error repeated): the
+            # repeated lines fill it, earliest first, rather than leave the budget unused.
+            # One sweep in order of position (no insertion into `chosen`): linear.
+            more, used = self._fill_repeats(lines, repeats, chosen, used, max_tokens)
+            candidates = candidates + [(0, i) for i in more]
+            chosen = sorted(chosen + more)
         # The estimate is close, not exact: check the real count, shed the weakest lines (a
         # share of them at a time, so that a poor estimate costs a few renders, not one each).
         keep = set(chosen)
@@ -156,15 +163,45 @@ class ExtractiveSummarizer:
                 break
         return out
 
-    def _rank(self, lines: list[str]) -> list[tuple[int, int]]:
-        """(-score, index) for every non-blank, non-repeated line, best first."""
+    def _fill_repeats(
+        self, lines: list[str], repeats: list[int], chosen: list[int], used: int, max_tokens: int
+    ) -> tuple[list[int], int]:
+        """The repeated lines (ascending) that fit beside `chosen` (sorted), in order of
+        position, and the tokens used then."""
+        more: list[int] = []
+        k = 0  # chosen[k] is the first chosen line after the one looked at
+        prev = -1  # the last line kept before it, chosen or added here
+        misses = 0
+        for i in repeats:
+            if used + 2 > max_tokens or misses >= MAX_MISSES:
+                break
+            while k < len(chosen) and chosen[k] < i:
+                prev = max(prev, chosen[k])
+                k += 1
+            b = chosen[k] if k < len(chosen) else len(lines)
+            gaps = (i - prev > 1) + (b - i > 1) - (b - prev > 1)
+            cost = self.counter.count(_cut(lines[i])) + 1 + gaps * MARKER_TOKENS
+            if used + cost <= max_tokens:
+                more.append(i)
+                used += cost
+                prev = i
+                misses = 0
+            else:
+                misses += 1
+        return more, used
+
+    def _rank(self, lines: list[str]) -> tuple[list[tuple[int, int]], list[int]]:
+        """(-score, index) for every non-blank, non-repeated line, best first; and the
+        repeated lines (a copy of a line seen above), in order."""
         nonblank = [i for i, ln in enumerate(lines) if ln.strip()]
         ends = {nonblank[0], nonblank[-1]} if nonblank else set()
         seen: set[str] = set()
         ranked = []
+        repeats = []
         for i in nonblank:
             ln = _cut(lines[i].strip())  # the cues look at what would be kept, no more
-            if ln in seen:  # repeated log lines say nothing new
+            if ln in seen:  # repeated log lines say nothing new: only room left takes them
+                repeats.append(i)
                 continue
             seen.add(ln)
             score = 0
@@ -180,7 +217,7 @@ class ExtractiveSummarizer:
                 score += 10
             ranked.append((-score, i))
         ranked.sort()
-        return ranked
+        return ranked, repeats
 
     @staticmethod
     def _render(lines: Sequence[str], chosen: set[int]) -> str:

@@ -1,0 +1,101 @@
+"""Working-set relevance: distinctive tokens, rarity, hops, and linear time on hostile text."""
+
+from __future__ import annotations
+
+import time
+
+from winnow.serving.relevance import TokenCache, distinctive_tokens, relevance
+
+
+def test_distinctive_tokens_are_paths_identifiers_numbers_and_names():
+    toks = distinctive_tokens(
+        "FAILED tests/test_auth.py::test_lockout on port 8080 in parseConfig; "
+        "ask Krystum Voufihae at Gedrys Labs."
+    )
+    for t in ("tests/test_auth.py", "test_auth.py", "test_lockout", "8080", "parseConfig"):
+        assert t in toks
+    assert "Krystum Voufihae" in toks and "Gedrys Labs" in toks
+    # common words, short numbers and sentence openers that are stopwords tell nothing
+    assert not {"the", "on", "in", "ask", "at", "The", "42"} & distinctive_tokens(
+        "The test ran on 42 files in the tree, ask at once."
+    )
+
+
+def test_a_dotted_name_gives_its_last_part_and_a_windows_path_its_file():
+    toks = distinctive_tokens(r"see winnow.serving.parse_limit and C:\src\app\main_loop.py")
+    assert "winnow.serving.parse_limit" in toks and "parse_limit" in toks
+    assert "main_loop.py" in toks
+
+
+def docs(*texts: str) -> list[frozenset[str]]:
+    return [distinctive_tokens(t) for t in texts]
+
+
+def test_a_document_sharing_a_rare_token_with_the_seed_is_relevant_and_others_are_not():
+    d = docs(
+        "Edited src/billing/invoice_total.py",
+        "Read docs/changelog.md",
+        "ran the linter, all clean",
+        "Why does invoice_total round down?",
+    )
+    r = relevance(d, {3: 1.0})
+    assert r[0] > 0.3
+    assert r[1] == 0.0 and r[2] == 0.0
+
+
+def test_a_token_most_documents_hold_tells_nothing():
+    common = "the session_id is S123"
+    d = docs(*[f"{common} step {i}" for i in range(40)], "fix parse_args", "where is parse_args")
+    r = relevance(d, {41: 1.0})
+    assert r[40] > 0.3
+    assert max(r[:40]) == 0.0  # session_id / S123 are in every document
+
+
+def test_relevance_flows_a_hop_at_decay_and_stops_at_hops():
+    d = docs(
+        "Krystum Voufihae founded Gedrys Labs.",  # 0: two hops from the question
+        "Gedrys Labs sells quantum_widget parts.",  # 1: one hop
+        "unrelated text about weather_station",  # 2
+        "Who founded the maker of quantum_widget?",  # 3: the seed
+    )
+    one = relevance(d, {3: 1.0}, hops=1)
+    two = relevance(d, {3: 1.0}, hops=2, decay=0.5)
+    assert one[1] > 0 and one[0] == 0.0
+    assert 0 < two[0] <= 0.5  # a second hop counts at `decay`
+    assert two[1] == one[1]
+    assert two[2] == 0.0
+    assert relevance(d, {3: 1.0}, hops=0) == [0.0] * 4
+
+
+def test_a_document_is_not_relevant_by_its_own_tokens():
+    d = docs("only_here_token and shared_token", "shared_token again", "nothing")
+    r = relevance(d, {0: 1.0}, hops=1)
+    assert r[0] == 0.0 and r[1] > 0
+
+
+def test_linear_on_hostile_megabyte_input():
+    cache = TokenCache()
+    hostile = [
+        "a/" * 500_000,  # one megabyte-long path
+        "Abc " * 250_000,  # a megabyte of capitalized words
+        "x" * 1_000_000 + "!",
+        "." * 1_000_000,
+        "\n" * 1_000_000,
+        " ".join(f"tok_{i}" for i in range(120_000)),  # a megabyte of distinct identifiers
+    ]
+    small = [h[: len(h) // 8] for h in hostile]
+    t = time.perf_counter()
+    for h in small:
+        TokenCache().tokens(h)
+    t_small = time.perf_counter() - t
+    t = time.perf_counter()
+    toks = [cache.tokens(h) for h in hostile]
+    t_big = time.perf_counter() - t
+    assert t_big < 8 * t_small * 3 + 0.5  # eight times the text, about eight times the time
+    r = relevance(toks + [frozenset({"tok_7"})], {len(toks): 1.0})
+    assert r[5] > 0
+    # many documents: the inverted index, not pairs of documents
+    many = [frozenset({f"id_{i}", f"id_{i + 1}"}) for i in range(50_000)]
+    t = time.perf_counter()
+    relevance(many, {0: 1.0}, hops=3)
+    assert time.perf_counter() - t < 2.0
