@@ -65,6 +65,8 @@ def cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["evaluate", "default", str(tmp), "--split", "nope"], "nope"),
         # release
         (["release", "--traces", MISSING, "-o", str(tmp / "r")], "x"),
+        (["release", "--traces", SESSION, "-o", str(tmp / "r")], "no such folder"),
+        (["release", "--kind", "transformer", "--traces", SESSION, "-o", str(tmp / "r")], "folder"),
         (["release", "--traces", str(tmp), "--seeds", "0", "-o", str(tmp / "r")], "--seeds"),
         (["release", "--traces", str(tmp), "--epochs", "-1", "-o", str(tmp / "r")], "--epochs"),
         (["release", "--traces", str(tmp), "--labels", MISSING, "-o", str(tmp / "r")], "x"),

@@ -158,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.cache, folder=True)
     if args.work:
         check_output(args.work, folder=True)
+    if not Path(args.traces).is_dir():
+        print(f"winnow release: {args.traces}: no such folder of transcripts", file=sys.stderr)
+        return 1
     if getattr(args, "kind", "ngram") == "transformer":
         return _run_transformer(args)
     return _run_ngram(args)
@@ -183,9 +186,6 @@ def _run_ngram(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     traces = Path(args.traces)
-    if not traces.is_dir():
-        print(f"winnow release: {traces}: no such folder of transcripts", file=sys.stderr)
-        return 1
     labels = _label_files(args)
     out = Path(args.output)
     times: dict[str, float] = {}
@@ -323,9 +323,6 @@ def _run_transformer(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     traces = Path(args.traces)
-    if not traces.exists():
-        print(f"winnow release: {traces}: no such folder of transcripts", file=sys.stderr)
-        return 1
     labels = _label_files(args)
     out = Path(args.output)
     times: dict[str, float] = {}
