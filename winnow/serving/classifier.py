@@ -23,11 +23,11 @@ when the must-keep probabilities reach the manifest's threshold.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from winnow.classifier.manifest import (
 )
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.categorizer import Prediction  # the Categorizer protocol's result type
+
+_Part = TypeVar("_Part")  # one part of a batch run: unit indices, as a list or an array
 
 DEFAULT_MODEL = "winnow-small"
 REQUIRED_FILES = ("model.onnx", "config.json")
@@ -414,14 +416,7 @@ class ImportanceClassifier:
                 batches.append((np.asarray(part[s:e]), feeds))
             return batches
 
-        with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(prepare, parts[0])
-            for k in range(len(parts)):
-                batches = pending.result()
-                if k + 1 < len(parts):
-                    pending = pool.submit(prepare, parts[k + 1])
-                for idx, feeds in batches:
-                    out[idx] = self.session.run(self._output, feeds)[0]
+        self._score_pipelined(parts, prepare, out, squeeze=False)
         return out
 
     def _transformer_proba(
@@ -457,15 +452,27 @@ class ImportanceClassifier:
             ]
 
         parts = [by_length[lo : lo + chunk] for lo in range(0, len(units), chunk)]
+        self._score_pipelined(parts, prepare, out, squeeze=True)
+        return out
+
+    def _score_pipelined(
+        self,
+        parts: Sequence[_Part],
+        prepare: Callable[[_Part], list[tuple[np.ndarray, dict[str, np.ndarray]]]],
+        out: np.ndarray,
+        squeeze: bool,
+    ) -> None:
+        """Score each part's batches into `out` while one thread prepares the next part (ONNX
+        Runtime runs outside the GIL). `squeeze`: the graph's output has a middle axis of 1."""
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(prepare, parts[0])
             for k in range(len(parts)):
                 batches = pending.result()
                 if k + 1 < len(parts):
                     pending = pool.submit(prepare, parts[k + 1])
-                for idx, inputs in batches:
-                    out[idx] = self.session.run(self._output, inputs)[0][:, 0]
-        return out
+                for idx, feeds in batches:
+                    scores = self.session.run(self._output, feeds)[0]
+                    out[idx] = scores[:, 0] if squeeze else scores
 
 
 __all__ = [
