@@ -21,6 +21,13 @@ def test_distinctive_tokens_are_paths_identifiers_numbers_and_names():
     )
 
 
+def test_a_name_starts_at_a_word_boundary():
+    assert "Gedrys Labs" in TokenCache().tokens("Gedrys Labs shipped it")  # at the very start
+    assert "Gedrys Labs" in TokenCache().tokens("(Gedrys Labs) shipped it")
+    assert "Gedrys Labs" not in TokenCache().tokens("xGedrys Labs shipped it")
+    assert "Gedrys Labs" not in TokenCache().tokens("_Gedrys Labs shipped it")
+
+
 def test_a_dotted_name_gives_its_last_part_and_a_windows_path_its_file():
     toks = distinctive_tokens(r"see winnow.serving.parse_limit and C:\src\app\main_loop.py")
     assert "winnow.serving.parse_limit" in toks and "parse_limit" in toks

@@ -26,7 +26,10 @@ from collections.abc import Mapping, Sequence
 _WORD = re.compile(r"[\w$@][\w$@.\-/\\]*+")
 # A name of two or three capitalized words ("Gedrys Labs", "Krystum Voufihae"): the pair is far
 # rarer than either word.
-_NAME = re.compile(r"\b[A-Z][a-z]{2,}+(?: [A-Z][a-z]{2,}+){1,2}+\b")
+# Written to start with a character class (the word boundary checked behind it) so that the
+# regex engine skips to capitals: 3x faster than `\b[A-Z]...` on the bench_compress_speed
+# session (7 vs 20 ms), the same matches.
+_NAME = re.compile(r"[A-Z](?<!\w[A-Z])[a-z]{2,}+(?: [A-Z][a-z]{2,}+){1,2}+\b")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _TRAILING = ".-/\\:"
 
