@@ -13,8 +13,9 @@ method gets the same integer limit:
   its default configuration, except that a default of `error` (which fails: those failures are
   counted apart) becomes `summarize_largest` for its figures.
 - truncation / masking: winnow.serving.baselines.
-Categories and scores come from the shipped classifier, the same for every method; never
-from the gold labels. Figures, per method and budget:
+Categories and scores come from the shipped classifier (or --categories: out-of-fold ones from
+scripts/oof_categories.py, each source's units scored by a model that never saw that source),
+the same for every method; never from the gold labels. Figures, per method and budget:
 - must-keep verbatim: hand-labelled must-keep units (data/labels) whose text the output holds
   unchanged, over all sessions and over the sessions of the session-split test set (the
   transformer model of 64fead8 never trained on them; the shipped n-gram model trains on
@@ -173,8 +174,11 @@ def held_out(sessions, gold: dict[str, str]) -> set[str]:
     return {sid for sid, split in assign_splits(keys).items() if split == "test"}
 
 
-def categorize(sessions, model: Path | None) -> str:
-    """Each unit's category and scores from the shipped classifier, as `winnow classify` writes."""
+def categorize(sessions, model: Path | None, categories: Path | None = None) -> str:
+    """Each unit's category and scores from the shipped classifier, as `winnow classify` writes,
+    or from a JSONL file of {"id", "category", "scores"} (scripts/oof_categories.py)."""
+    if categories is not None:
+        return read_categories(sessions, categories)
     from winnow.serving.categorizer import categorizer_name, load_categorizer
 
     clf = load_categorizer(model)
@@ -183,6 +187,30 @@ def categorize(sessions, model: Path | None) -> str:
             u.extra["category"] = p.category
             u.extra["scores"] = {c: float(x) for c, x in p.scores.items()}
     return categorizer_name(clf)
+
+
+def read_categories(sessions, path: Path) -> str:
+    """Set each unit's category and scores from `path`; every unit must have a line."""
+    given: dict[str, tuple[str, dict[str, float]]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                given[rec["id"]] = (
+                    rec["category"],
+                    {c: float(x) for c, x in rec["scores"].items()},
+                )
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise SystemExit(f"bench_ab: {path}:{n}: not a category record ({e})") from None
+    missing = [u.id for _k, s in sessions for u in s if u.id not in given]
+    if missing:
+        raise SystemExit(f"bench_ab: {path}: no category for {len(missing)} units ({missing[0]})")
+    for _k, s in sessions:
+        for u in s:
+            u.extra["category"], u.extra["scores"] = given[u.id]
+    return f"{path} ({len(given):,} units)"
 
 
 # --- measures -----------------------------------------------------------------------------------
@@ -363,6 +391,12 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, help="only the first N sessions (quick runs)")
     ap.add_argument("--model", type=Path, help="classifier model directory (default: shipped)")
     ap.add_argument(
+        "--categories",
+        type=Path,
+        help="per-unit categories and scores (JSONL: id, category, scores) instead of the "
+        "shipped classifier's, e.g. out-of-fold ones from scripts/oof_categories.py",
+    )
+    ap.add_argument(
         "--sources",
         help="only these trace sources (comma-separated folder names, e.g. a tuning half); "
         "a leading '-' leaves them out instead",
@@ -413,7 +447,7 @@ def main() -> int:
         ]
     sessions = sessions[: args.sessions] if args.sessions else sessions
     t = time.perf_counter()
-    source = categorize(sessions, args.model)
+    source = categorize(sessions, args.model, args.categories)
     t_classify = time.perf_counter() - t
 
     def sent(units) -> int:
