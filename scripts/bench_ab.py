@@ -522,10 +522,12 @@ def main() -> int:
                 s.wasted += row["wasted"] or 0
         methods.insert(1, "current")
     n_units = sum(len(s) for _k, s in sessions)
+    # --categories files are out of fold (scripts/oof_categories.py): every unit is unseen there.
+    seen = "" if args.categories else " (not unseen by a model trained on all labels)"
     header = (
         f"[bold]{len(sessions)} sessions[/] ({n_units:,} units, >= {args.min_tokens} tokens), "
         f"{sum(1 for _k, s in sessions if s[0].session_id in test_ids)} of them in the session "
-        f"split's test set (not unseen by a model trained on all labels); categories: {source}; gold: {len(gold):,} hand labels.\n"
+        f"split's test set{seen}; categories: {source}; gold: {len(gold):,} hand labels.\n"
         f"winnow compression time {t_winnow:.1f} s for {len(sessions) * len(budgets)} runs; "
         f"classification {t_classify:.1f} s; total {time.perf_counter() - start:.0f} s"
     )
