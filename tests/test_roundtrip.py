@@ -415,3 +415,14 @@ def test_a_repeated_call_id_of_64_characters_is_renamed_apart() -> None:
     body["messages"] = [{"role": "user", "content": "Run it twice."}, *turn, *turn]
     sent = to_anthropic(list(parse(body)))
     assert not validate_anthropic(sent), validate_anthropic(sent)
+
+
+def test_an_image_sent_to_the_other_api_is_a_text_note_and_says_so(caplog) -> None:
+    units = list(parse(load(CORPUS_DIR / "anthropic" / "images.json")))
+    with caplog.at_level("WARNING", logger="winnow.serving.render"):
+        body = to_openai(units, model="gpt-4o")
+        to_openai(units, model="gpt-4o")  # counted and rendered again: said once
+    assert validate_openai(body) == []
+    said = [r.getMessage() for r in caplog.records if "has no openai_chat form" in r.getMessage()]
+    assert len(said) == 3 and all("'[image]'" in m for m in said)
+    assert not [r for r in caplog.records if "no anthropic" in r.getMessage()]

@@ -95,6 +95,7 @@ _MODEL = re.compile(
     r"|(?P<family2>opus|sonnet|haiku)-(?P<major2>\d)(?:-(?P<minor2>\d)(?!\d))?)"
 )
 _warned: set[str] = set()
+_media_warned: set[tuple[str, str]] = set()  # (unit id, target): said once, counts render often
 
 
 def model_key(model: str) -> tuple[str, int, int] | None:
@@ -258,6 +259,8 @@ def _block(u: Unit, pos: int, fmt: str, scrub: bool, as_user_text: bool = False)
             legacy=legacy,
         )
     text = scrub_volatile(u.text) if scrub else u.text
+    if "raw" in u.extra and u.extra.get("media_tokens") and not native:
+        _warn_media(u, fmt)
     if u.kind == "thinking":
         if native or (u.extra.get("format") in (ANTHROPIC, OPENAI)):
             # a provider's (signed) thinking block, rewritten or for the other provider:
@@ -292,6 +295,18 @@ def _block(u: Unit, pos: int, fmt: str, scrub: bool, as_user_text: bool = False)
     if as_user_text:
         text = f"[system] {text}"
     return _Block("text", text, unit=pos, u=u)
+
+
+def _warn_media(u: Unit, fmt: str) -> None:
+    """Once per unit and target: a media block of the other API goes out as its text note."""
+    key = (u.id, fmt)
+    if key in _media_warned:
+        return
+    if len(_media_warned) >= 65536:
+        _media_warned.clear()
+    _media_warned.add(key)
+    kind = u.extra.get("block_type") or "media"
+    log.warning("unit %s: a %s block has no %s form: sent as the text %r", u.id, kind, fmt, u.text)
 
 
 def _legacy(u: Unit) -> bool:
