@@ -8,7 +8,8 @@ explanation), plus user text. Round 4 (`--uncertain MODEL`) draws the units a tr
 classifier is unsure are must-keep (active learning). Round 6 (`--targeted`) draws the unit
 shapes the shipped model got wrong on unseen projects (slash commands and their expansions,
 short user answers, task-tool results, passing linters, thinking that may reach a decision)
-and tops up the sources with few labels. All cut the sample into annotator slices with a
+and tops up the sources with few labels. Round 7 (`--sources aider/aider=all,agentv/codex=300`)
+draws every remaining unit, or N of them, of the named sources. All cut the sample into annotator slices with a
 blind overlap that is labelled twice.
 
     python scripts/sample_for_labels.py ../shared/traces -o /tmp/annotation --annotators 4
@@ -182,21 +183,38 @@ def targeted(units: dict, context: dict, exclude: set[str], rng: random.Random) 
         [u for u in ordered if u.role == "user" and u.kind == "text" and len(u.text.strip()) <= 25]
     )
     take([u for u in ordered if u.kind == "thinking"], TARGET_CAPS["thinking"])
-    for source, n in TOP_UP.items():
-        pool = [u for u in ordered if context[u.id]["source"] == source and u.id not in picked]
+    top_up(ordered, context, exclude | set(picked), TOP_UP, rng, picked)
+    return [units[i] for i in picked]
+
+
+def top_up(
+    ordered: list, context: dict, exclude: set[str], quotas: dict[str, int | None], rng, picked
+) -> None:
+    """Add up to n unlabelled units of each source (None: all of them) to `picked`, an equal
+    share of each role/kind first so that a source's rare kinds are not crowded out."""
+    for source, n in quotas.items():
         by_kind: dict[str, list] = defaultdict(list)
-        for u in pool:
-            if u.id not in exclude:
+        for u in ordered:
+            if context[u.id]["source"] == source and u.id not in exclude:
                 by_kind[f"{u.role}/{u.kind}"].append(u)
         for k in sorted(by_kind):
             rng.shuffle(by_kind[k])
-        share = max(1, n // max(1, len(by_kind)))
+        cap = sum(map(len, by_kind.values())) if n is None else n
+        share = max(1, cap // max(1, len(by_kind)))
         chosen = [u for k in sorted(by_kind) for u in by_kind[k][:share]]
         rest = [u for k in sorted(by_kind) for u in by_kind[k][share:]]
         rng.shuffle(rest)
-        for u in (chosen + rest)[:n]:
+        for u in (chosen + rest)[:cap]:
             picked[u.id] = None
-    return [units[i] for i in picked]
+
+
+def by_source(spec: str) -> dict[str, int | None]:
+    """`aider/aider=all,agentv/codex=300` -> {source: count or None for all}."""
+    out: dict[str, int | None] = {}
+    for item in spec.split(","):
+        source, _, n = item.partition("=")
+        out[source.strip()] = None if n.strip() in ("", "all") else int(n)
+    return out
 
 
 def write_slices(picked: list, context: dict, out: Path, n: int, overlap: int, rng) -> dict:
@@ -247,6 +265,10 @@ def main() -> None:
         "--targeted", action="store_true", help="round 6: known wrong shapes and thin sources"
     )
     ap.add_argument(
+        "--sources",
+        help="round 7: unlabelled units of these sources, SOURCE=N or SOURCE=all, comma-separated",
+    )
+    ap.add_argument(
         "--skip-test-of",
         type=Path,
         help="split.json of a data set: draw no unit of its test sessions",
@@ -258,7 +280,11 @@ def main() -> None:
     skip = frozenset()
     if args.skip_test_of:
         skip = frozenset(json.loads(args.skip_test_of.read_text())["splits"]["test"]["session_ids"])
-    if args.targeted:
+    if args.sources:
+        chosen: dict[str, None] = {}
+        top_up(list(units.values()), context, done, by_source(args.sources), rng, chosen)
+        picked = [units[i] for i in chosen]
+    elif args.targeted:
         picked = targeted(units, context, done, rng)
     elif args.uncertain:
         lo, hi = (float(x) for x in args.band.split(","))
