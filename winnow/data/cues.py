@@ -142,6 +142,10 @@ def _call_names(text: str) -> list[str]:
 
 def has_path(text: str) -> bool:
     """A file path (with a directory part or a known source extension)."""
+    # every match of _PATH holds a separator or a dot: most lines of prose hold neither, and
+    # `in` rules them out far sooner than the regex's lookbehind at every position
+    if "/" not in text and "\\" not in text and "." not in text:
+        return False
     return _PATH.search(text) is not None
 
 

@@ -371,8 +371,9 @@ class SemanticCompressor:
     def must_keep(self, units: Sequence[Unit]) -> list[bool]:
         """Which units are kept verbatim whatever the limit (short of a must-keep overflow)."""
         pinned = pin_matcher(self.config.pins)
+        protected = self.config.protected
         return [
-            _is_must_keep(c, sc, self.config) or pinned(u)
+            _is_must_keep(c, sc, self.config, protected) or pinned(u)
             for u, (c, sc) in zip(units, self._labels(units), strict=True)
         ]
 
@@ -441,25 +442,30 @@ def provider_of(units: Sequence[Unit]) -> str:
     return "anthropic"
 
 
-def _next_weight(category: str, config: CompressorConfig) -> float | None:
+def _next_weight(
+    category: str, config: CompressorConfig, protected: frozenset[str]
+) -> float | None:
     """The weight of the next category above `category` in the taxonomy's priority that is
-    not must-keep (None when there is none)."""
+    not must-keep (`protected`: `config.protected`, computed once by the caller) (None when
+    there is none)."""
     order = list(CATEGORIES)
     if category not in order:
         return None
     above = [
         config.weights[k]
         for k in order[: order.index(category)]
-        if k not in config.protected and config.weights.get(k, 0.0) > 0
+        if k not in protected and config.weights.get(k, 0.0) > 0
     ]
     return above[-1] if above else None
 
 
-def _is_must_keep(category: str, scores: dict[str, float], config: CompressorConfig) -> bool:
-    if category in config.protected:
+def _is_must_keep(
+    category: str, scores: dict[str, float], config: CompressorConfig, protected: frozenset[str]
+) -> bool:
+    if category in protected:
         return True
     t = config.protect_threshold
-    return t is not None and sum(scores.get(c, 0.0) for c in config.protected) >= t
+    return t is not None and sum(scores.get(c, 0.0) for c in protected) >= t
 
 
 # --- what a unit costs as sent ------------------------------------------------------------------
@@ -617,6 +623,8 @@ class Info:
     error_floor: bool = False
     errors: str = ""  # its error lines (an error that names none: its first line)
     weighted: list[tuple[float, str]] | None = None  # see Plan._weighted
+    weight: float | None = None  # the sum of `weighted`'s weights
+    shares: dict[int, float] = field(default_factory=dict)  # see Plan._shares, by column
     relevance: float = 0.0  # see CompressorConfig.relevance_boost
     raised: float = 1.0  # what relevance multiplied its value by
     forms: list[Form] = field(default_factory=list)
@@ -675,6 +683,7 @@ class Plan:
         c = self.config
         units = self.units
         pinned = pin_matcher(c.pins)
+        protected = c.protected  # a property that builds a set: once, not once per unit
         boosts = self._boosts(labels)
         relevant = self._relevance()
         last_turn = final_turn(units)
@@ -690,10 +699,11 @@ class Plan:
             raise_ = 1.0 + c.relevance_boost * relevant[i]
             top = max(scores.values(), default=0.0) / total
             if relevant[i] and top >= c.relevance_confident and importance > 0:
-                ceiling = _next_weight(cat, c)
+                ceiling = _next_weight(cat, c, protected)
                 if ceiling is not None:  # stays under the next category above it
                     raise_ = max(1.0, min(raise_, 0.99 * ceiling / importance))
             density = importance * boosts[i] * raise_
+            is_pinned = pinned(u)
             info = Info(
                 unit=u,
                 category=cat,
@@ -701,8 +711,8 @@ class Plan:
                 tokens=n,
                 value=density * self._size(n),
                 density=density,
-                must_keep=_is_must_keep(cat, scores, c) or pinned(u),
-                pinned=pinned(u),
+                must_keep=_is_must_keep(cat, scores, c, protected) or is_pinned,
+                pinned=is_pinned,
                 forced=u.kind == "thinking" and i in last_turn,
                 paired=paired,
                 leading=i < leading,
@@ -801,8 +811,13 @@ class Plan:
 
     def _shares(self, info: Info, col: int) -> float:
         """The probability-weighted share of the unit's value a rendition keeps (SHARES col)."""
-        pairs = self._weighted(info)
-        return sum(a * SHARES[k][col] for a, k in pairs) / sum(a for a, _k in pairs)
+        share = info.shares.get(col)
+        if share is None:  # asked for each rendition of the unit: worked out once
+            pairs = self._weighted(info)
+            share = info.shares[col] = sum(a * SHARES[k][col] for a, k in pairs) / sum(
+                a for a, _k in pairs
+            )
+        return share
 
     def _forms(self, i: int) -> list[Form]:
         """Every rendition of unit i, verbatim first, dropped last."""
@@ -851,18 +866,30 @@ class Plan:
             return []
         lines, keep = st.outline(text)
         count = self.costs.counter.count
-        runs: list[list[int]] = []  # the token counts of each elided run's lines, in order
+        runs: list[list[str]] = []  # each elided run's lines, in order
         for k, line in enumerate(lines):
             if keep[k] or k == 0:
                 runs.append([])
-            elif runs:
-                runs[-1].append(count(line[: st.MAX_LINE_CHARS]) + 1)
+            else:
+                runs[-1].append(line)
         runs = [r for r in runs if len(r) >= st.MIN_ELIDED]
+        # Each run's lines are counted as the steps reach them: a step keeps the first `head`
+        # lines of the runs at least MIN_ELIDED longer, so the tail of a run (a third of its
+        # lines, about) is never counted (one tokenizer call a line: 30 ms of the cold run of
+        # scripts/bench_compress_speed.py).
+        counted = [0] * len(runs)  # lines counted of each run...
+        heads = [0] * len(runs)  # ...and their tokens, a newline each
         out: list[Form] = []
         n, c0 = info.tokens + info.opening, base.cost
         head = 2
         while runs and head < 4096:
-            extra = sum(sum(r[:head]) for r in runs if len(r) >= st.MIN_ELIDED + head)
+            extra = 0
+            for j, run in enumerate(runs):
+                if len(run) >= st.MIN_ELIDED + head:
+                    for line in run[counted[j] : head]:
+                        heads[j] += count(line[: st.MAX_LINE_CHARS]) + 1
+                    counted[j] = head
+                    extra += heads[j]
             cost = c0 + extra
             if cost >= 0.97 * n:
                 break
@@ -904,7 +931,9 @@ class Plan:
         its note keeps (a summary holds the error lines a note would) and part of the rest."""
         r = min(1.0, max(0, target) / max(1, info.tokens))
         pairs = self._weighted(info)
-        rest = sum(a * r ** SHARES[k][1] for a, k in pairs) / sum(a for a, _k in pairs)
+        if info.weight is None:
+            info.weight = sum(a for a, _k in pairs)
+        rest = sum(a * r ** SHARES[k][1] for a, k in pairs) / info.weight
         note = self._shares(info, 3 if info.errors else 2)
         return note + (1 - note) * rest
 

@@ -358,9 +358,24 @@ _MAYBE_ERROR = re.compile(
 def is_error_line(line: str) -> bool:
     """Whether one line reports an error (looked at up to ERROR_LINE_CHARS)."""
     head = line[:ERROR_LINE_CHARS]
-    return _MAYBE_ERROR.search(head) is not None and (
+    return _maybe_error(head) and (
         cues.has_error_signal(head) or _MORE_ERRORS.search(head) is not None
     )
+
+
+def _maybe_error(head: str) -> bool:
+    """`_MAYBE_ERROR.search(head)`, sooner: on ASCII text a case-insensitive match is a
+    substring of the lower-cased text, and `str.find` is several times faster than the
+    regex's case-folding alternation (27 vs 6 ms on the lines the summarizer ranks in
+    scripts/bench_compress_speed.py). Other text (where case folding has its exceptions)
+    takes the regex."""
+    if not head.isascii():
+        return _MAYBE_ERROR.search(head) is not None
+    low = head.lower()
+    for word in _ERROR_WORDS:
+        if word in low:
+            return True
+    return ":" in head and _POSITION.search(head) is not None
 
 
 def error_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[int]:

@@ -38,6 +38,15 @@ _CONCLUSION = re.compile(
     r"instead|works now|confirmed|verified)\b",
     re.I,
 )
+# A literal that every match of _CONCLUSION holds (lower case): on ASCII text a line without
+# one cannot match, and `str.find` rules most lines out far sooner than the case-folding
+# regex (see _concludes).
+_CONCLUSION_WORDS = (
+    "because", "therefore", "so the", "root cause", "caused by", "the fix", "the issue",
+    "the problem", "the cause", "fixed", "resolved", "conclusion", "result", "summary", "total",
+    "passed", "failed", "succeeded", "decided", "found", "instead", "works now", "confirmed",
+    "verified",
+)  # fmt: skip
 _NUMBER = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 MAX_LINE_CHARS = 300
@@ -209,7 +218,7 @@ class ExtractiveSummarizer:
                 score += 100
             if i in ends:
                 score += 50
-            if _CONCLUSION.search(ln):
+            if _concludes(ln):
                 score += 30
             if cues.has_path(ln):
                 score += 20
@@ -248,6 +257,16 @@ class ExtractiveSummarizer:
             else:
                 hi = mid - 1
         return text[:lo] + " ..." if lo else ""
+
+
+def _concludes(line: str) -> bool:
+    """`_CONCLUSION.search(line)`, with ASCII lines that hold none of its words ruled out
+    first (13 vs 5 ms on the lines ranked in scripts/bench_compress_speed.py)."""
+    if line.isascii():
+        low = line.lower()
+        if not any(w in low for w in _CONCLUSION_WORDS):
+            return False
+    return _CONCLUSION.search(line) is not None
 
 
 def _segments(text: str) -> list[str]:
