@@ -1045,22 +1045,21 @@ class Plan:
         """The upper hull of the sums of two units' renditions: from both cheapest, each
         step the more valuable per token of the two sides' next hull steps."""
 
-        def chain(k: int, forms: list[Form]) -> list[Form]:
+        def chain(k: int, forms: list[Form]) -> tuple[list[Form], list[float]]:
             opts = [Option(f.cost, self._value(k, f)) for f in forms]
-            start = cheapest(opts)
-            return [forms[n] for n in hull(opts, start)]
+            steps = hull(opts, cheapest(opts))
+            return [forms[n] for n in steps], [opts[n].value for n in steps]
 
-        ca, cb = chain(i, a), chain(j, b)
+        (ca, va), (cb, vb) = chain(i, a), chain(j, b)
 
-        def slope(k: int, c: list[Form], n: int) -> float:
+        def slope(c: list[Form], v: list[float], n: int) -> float:
             dc = c[n + 1].cost - c[n].cost
-            dv = self._value(k, c[n + 1]) - self._value(k, c[n])
-            return dv / dc if dc > 0 else float("inf")
+            return (v[n + 1] - v[n]) / dc if dc > 0 else float("inf")
 
         out = [(ca[0], cb[0])]
         x = y = 0
         while x + 1 < len(ca) or y + 1 < len(cb):
-            if y + 1 >= len(cb) or (x + 1 < len(ca) and slope(i, ca, x) >= slope(j, cb, y)):
+            if y + 1 >= len(cb) or (x + 1 < len(ca) and slope(ca, va, x) >= slope(cb, vb, y)):
                 x += 1
             else:
                 y += 1

@@ -65,14 +65,14 @@ def word_tokens(word: str) -> tuple[str, ...]:
         return tuple(out)
     if w.isdigit():  # a number: a port, a count, a year, an issue
         return (w,) if len(w) >= 3 else ()
-    letters = any(c.isalpha() for c in w)
+    letters = any(map(str.isalpha, w))
     if not letters:
         return ()
     shaped = (
         "_" in w
         or "." in w
         or "-" in w
-        or any(c.isdigit() for c in w)
+        or any(map(str.isdigit, w))
         or _CAMEL.search(w) is not None
         or (w.isupper() and len(w) >= 3)
     )

@@ -88,6 +88,11 @@ class ExtractiveSummarizer:
         # keyed by a digest and holding only summaries: bounded memory.
         self._memo: OrderedDict[tuple[bytes, int], str] = OrderedDict()
         self.memo_size = 4096
+        # The lines of the last few texts, ranked: a text is summarized at several budgets in
+        # a row (a tool call's value retried shorter, a summary topped up), and ranking its
+        # lines costs more than choosing among them.
+        self._ranked: OrderedDict[bytes, tuple[list[str], list[tuple[int, int]], list[int]]]
+        self._ranked = OrderedDict()
 
     def summarize(self, texts: Texts, max_tokens: int) -> str:
         text = as_text(texts)
@@ -101,14 +106,19 @@ class ExtractiveSummarizer:
         )
         out = self._memo.get(key)
         if out is None:
-            out = self._memo[key] = self._summarize(text, max_tokens)
+            out = self._memo[key] = self._summarize(text, max_tokens, key[0])
             if len(self._memo) > self.memo_size:
                 self._memo.popitem(last=False)
         return out
 
-    def _summarize(self, text: str, max_tokens: int) -> str:
-        lines = _segments(text)
-        candidates, repeats = self._rank(lines)
+    def _summarize(self, text: str, max_tokens: int, digest: bytes) -> str:
+        ranked = self._ranked.get(digest)
+        if ranked is None:
+            lines = _segments(text)
+            ranked = self._ranked[digest] = (lines, *self._rank(lines))
+            if len(self._ranked) > 8:
+                self._ranked.popitem(last=False)
+        lines, candidates, repeats = ranked  # shared: read, never changed
         chosen: list[int] = []  # sorted
         used = 0
         misses = 0
