@@ -134,6 +134,11 @@ class CompressorConfig:
     summary_ratio: float = 0.25  # the summary `compress(units, None)` writes: this share...
     min_summary_tokens: int = 48  # ...but at least this many tokens (the shortest offered)...
     max_summary_tokens: int = 400  # ...and at most this many
+    # The shortest summary offered in an input of at most EXACT_TOKENS tokens (allocated
+    # exactly): its limit is a few hundred tokens or less, where a 48-token step is a good
+    # share of the room the other units leave. 12: the sessions of ../shared/traces whose
+    # limit at 30% is under 100 tokens used 43-88% of it with 48 (8 under 90%); see the README.
+    small_min_summary_tokens: int = 12
     summary_step: float = 1.1  # summaries offered from the shortest up, this factor apart
     # Size term of a unit's value: linear up to this many tokens, a tenth as steep beyond.
     value_saturation_tokens: int = 800
@@ -917,13 +922,15 @@ class Plan:
         return None
 
     def _first_summary(self, info: Info) -> int:
-        """The shortest summary of a unit (whole cost, tokens): min_summary_tokens of text,
-        and room for its error lines."""
+        """The shortest summary of a unit (whole cost, tokens): min_summary_tokens of text
+        (small_min_summary_tokens in an input allocated exactly), and room for its error
+        lines."""
         c = self.config
-        first = c.min_summary_tokens
+        # (an input allocated exactly is small, and so is its limit: a finer ladder)
+        first = c.small_min_summary_tokens if self._exact else c.min_summary_tokens
         errors = info.errors
         if errors:  # a summary holds the error lines, whatever else it keeps
-            first = max(first, self.costs.counter.count(errors) + c.min_summary_tokens // 2)
+            first = max(first, self.costs.counter.count(errors) + first // 2)
         return first + info.tokens - self.costs.counter.count(info.unit.text)
 
     def _summary_share(self, info: Info, target: int) -> float:
@@ -1082,9 +1089,20 @@ class Plan:
                 return max(range(len(opts)), key=key)
 
             picks = [as_strategy(item, o) for item, o in zip(self.items, options, strict=True)]
+        elif self._exact:
+            # A request needs a message: an output of system units alone is none (the CLI
+            # leaves it out), so the allocation keeps a user or agent unit whenever one fits
+            # (an Aider session whose start-up notes outweigh its one-word request).
+            needs = [
+                [
+                    any(f.unit is not None and f.unit.role != "system" for f in forms)
+                    for _o, forms in opts
+                ]
+                for opts in options
+            ]
+            picks = allocate_exact([[o for o, _f in opts] for opts in options], budget, needs)
         else:
-            solve = allocate_exact if self._exact else allocate
-            picks = solve([[o for o, _f in opts] for opts in options], budget)
+            picks = allocate([[o for o, _f in opts] for opts in options], budget)
         if picks is None:  # the must-keep floor alone is over: keep the floor
             picks = [cheapest([o for o, _f in opts]) for opts in options]
         choice: dict[int, Form] = {}
