@@ -134,10 +134,11 @@ class CompressorConfig:
     summary_ratio: float = 0.25  # the summary `compress(units, None)` writes: this share...
     min_summary_tokens: int = 48  # ...but at least this many tokens (the shortest offered)...
     max_summary_tokens: int = 400  # ...and at most this many
-    # The shortest summary offered in an input of at most EXACT_TOKENS tokens (allocated
-    # exactly): its limit is a few hundred tokens or less, where a 48-token step is a good
-    # share of the room the other units leave. 12: the sessions of ../shared/traces whose
-    # limit at 30% is under 100 tokens used 43-88% of it with 48 (8 under 90%); see the README.
+    # The shortest extractive summary of a unit that is not must-keep in an input of at most
+    # EXACT_TOKENS tokens (allocated exactly): its limit is a few hundred tokens or less, where
+    # a 48-token step is a good share of the room the other units leave. With 48, 8 sessions
+    # of ../shared/traces (limits of 51-100 tokens at 30%) used 43-88% of it; with 12, 90.8%
+    # at the least (scripts/check_headline.py).
     small_min_summary_tokens: int = 12
     summary_step: float = 1.1  # summaries offered from the shortest up, this factor apart
     # Size term of a unit's value: linear up to this many tokens, a tenth as steep beyond.
@@ -923,11 +924,15 @@ class Plan:
 
     def _first_summary(self, info: Info) -> int:
         """The shortest summary of a unit (whole cost, tokens): min_summary_tokens of text
-        (small_min_summary_tokens in an input allocated exactly), and room for its error
-        lines."""
+        (small_min_summary_tokens, see below), and room for its error lines."""
         c = self.config
-        # (an input allocated exactly is small, and so is its limit: a finer ladder)
-        first = c.small_min_summary_tokens if self._exact else c.min_summary_tokens
+        # An input allocated exactly is small, and so is its limit: a finer ladder for the
+        # units the allocation chooses for (a must-keep unit is summarized only on an overflow,
+        # and then not to a dozen tokens), when summaries are free (a model is not called to
+        # write a dozen tokens: a summary paid for is kept, and one that fills the limit to the
+        # token leaves no room for what the renderer adds between units)
+        small = self._exact and self._free_summaries and not (info.must_keep or info.forced)
+        first = c.small_min_summary_tokens if small else c.min_summary_tokens
         errors = info.errors
         if errors:  # a summary holds the error lines, whatever else it keeps
             first = max(first, self.costs.counter.count(errors) + first // 2)
@@ -1425,9 +1430,12 @@ class Plan:
             value = sum(self._value(i, choice[i]) for i in item)
             return value / max(1, sum(choice[i].cost for i in item)), k
 
+        def paid(k: int) -> bool:  # a model's summary, written: kept while anything else can go
+            return any(i in self._locked for i in self.items[k])
+
         order = sorted(
             (k for k, item in enumerate(self.items) if not any(self.info[i].forced for i in item)),
-            key=lambda k: (any(self.info[i].must_keep for i in self.items[k]), worth(k)),
+            key=lambda k: (any(self.info[i].must_keep for i in self.items[k]), paid(k), worth(k)),
         )
         over = self.costs.total(self._output(choice)) - limit
         freed = 0
@@ -1483,9 +1491,18 @@ class Plan:
                     errors[k] = e
                     left = jobs[k][1] - self.costs.counter.count(e) - 1
                     jobs[k] = (self.info[i].unit.text, max(1, left))
-        texts = summarize_all(
-            self.summarizer, jobs, self.config.summary_concurrency, fallback=self._extractive
+        # an error whose lines leave the summary no room is its error lines: no call (its
+        # answer would be thrown away)
+        ask = [k for k, (_text, n) in enumerate(jobs) if k not in errors or n > 1]
+        texts = [""] * len(jobs)
+        answers = summarize_all(
+            self.summarizer,
+            [jobs[k] for k in ask],
+            self.config.summary_concurrency,
+            fallback=self._extractive,
         )
+        for k, text in zip(ask, answers, strict=True):
+            texts[k] = text
         for k, (i, text) in enumerate(zip(todo, texts, strict=True)):
             if k in errors:
                 text = errors[k] + "\n" + text if jobs[k][1] > 1 else errors[k]
