@@ -193,16 +193,19 @@ def relevance(
                     best[t] = (h, j, b[0])
                 elif h > b[2]:
                     best[t] = (b[0], b[1], h)
-        score: dict[int, float] = {}
+        # each document's terms, summed exactly (math.fsum): the tokens come in the order of a
+        # set's, which changes with the process's string hashing (PYTHONHASHSEED), and a sum
+        # in that order could differ in its last bit from run to run, and so a choice made on it
+        terms: dict[int, list[float]] = {}
         for t, (h1, j1, h2) in best.items():
             w = weight[t]
             for i in postings[t]:
                 h = h2 if i == j1 else h1
                 if h > 0:
-                    score[i] = score.get(i, 0.0) + w * h
+                    terms.setdefault(i, []).append(w * h)
         level = {}
-        for i, s in score.items():
-            h = 1.0 - math.exp(-s / scale)
+        for i, parts in terms.items():
+            h = 1.0 - math.exp(-math.fsum(parts) / scale)
             if h * factor > out[i]:
                 out[i] = h * factor
             if h >= 0.05:  # what is hardly relevant passes on nothing worth the pass
