@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
-from winnow.serving.relevance import TokenCache, distinctive_tokens, relevance
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from winnow.serving.relevance import _WORD, TokenCache, _words, distinctive_tokens, relevance
 
 
 def test_distinctive_tokens_are_paths_identifiers_numbers_and_names():
@@ -133,3 +136,13 @@ def test_relevance_does_not_depend_on_the_order_a_set_iterates_in():
         r = relevance([*map(Ordered, base), seed], {n - 1: 1.0}, hops=2, decay=0.5)
         results.add(tuple(r))
     assert len(results) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.text(alphabet=hs.sampled_from(list("aZ9_$@.-/\\ \t\n\x1c:;,'\"()é→")), max_size=60))
+def test_the_runs_of_a_text_are_the_regex_runs(text: str):
+    # ASCII text takes a faster path than the regex: the same runs
+    assert _words(text) == set(_WORD.findall(text))
+    assert _words(text.encode("ascii", "ignore").decode()) == set(
+        _WORD.findall(text.encode("ascii", "ignore").decode())
+    )
