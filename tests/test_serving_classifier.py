@@ -18,6 +18,7 @@ from winnow.serving.classifier import (
     ModelError,
     Prediction,
     default_model_path,
+    to_unit,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,3 +210,35 @@ def test_cli_classify_bad_input(tmp_path, capsys):
     assert main(["classify", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "bad.txt" in err and "Traceback" not in err
+
+
+def test_what_the_taxonomy_settles_is_boilerplate_in_every_path(clf) -> None:
+    """A /clear, a system reminder and an empty result are boilerplate by TAXONOMY.md's own
+    words: no must-keep threshold may turn them into a protected unit, in the batch, single
+    and live paths alike. An image (a placeholder text with a media cost) is not settled."""
+    from winnow.serving.session import SessionClassifier
+
+    units = [
+        {"id": "s:0", "session_id": "s", "index": 0, "role": "user", "kind": "text",
+         "text": "Add rate limiting to the login endpoint, max 5 tries a minute"},
+        {"id": "s:1", "session_id": "s", "index": 1, "role": "user", "kind": "text",
+         "text": "<command-name>/clear</command-name>\n<command-message>clear</command-message>\n<command-args></command-args>"},
+        {"id": "s:2", "session_id": "s", "index": 2, "role": "user", "kind": "text",
+         "text": "<system-reminder>The user named a decision; must keep the API stable.</system-reminder>"},
+        {"id": "s:3", "session_id": "s", "index": 3, "role": "tool", "kind": "tool_result",
+         "tool_name": "Bash", "text": "(no output)"},
+    ]  # fmt: skip
+    want = ["requirement", "boilerplate", "boilerplate", "boilerplate"]
+    assert [p.category for p in clf.predict(units)] == want
+    assert [p.category for p in clf.predict(units, online=True)] == want
+    assert [clf.predict_one(u).category for u in units[1:]] == want[1:]
+    assert [p.category for p in SessionClassifier(clf).extend(units)] == want
+    # the rule overrides whatever the network says, for what it settles and nothing else
+    probs = np.zeros((2, len(clf.labels)), np.float32)
+    probs[:, clf.labels.index("requirement")] = 1.0
+    image = Unit("i:0", "i", 0, "user", "text", "[image]", extra={"media_tokens": 1600})
+    clear = to_unit(units[1])
+    assert [clf.labels[i] for i in clf.decide(probs, [image, clear])] == [
+        "requirement",
+        "boilerplate",
+    ]

@@ -46,6 +46,7 @@ from winnow.classifier.manifest import (
     read_manifest,
     verify_checksums,
 )
+from winnow.data.cues import is_settled_boilerplate
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.categorizer import Prediction  # the Categorizer protocol's result type
 
@@ -171,6 +172,9 @@ class ImportanceClassifier:
         self.must_keep_threshold = cal.must_keep_threshold
         self.must_keep_rule = cal.must_keep_rule
         self._keep = np.array([c in MUST_KEEP for c in self.labels])
+        self._boilerplate = (
+            self.labels.index("boilerplate") if "boilerplate" in self.labels else None
+        )
         self._keep_idx = np.flatnonzero(self._keep)
         opts = ort.SessionOptions()
         # The graphs are fused by hand (winnow.training.graph / bag_graph); ORT's extended
@@ -248,27 +252,35 @@ class ImportanceClassifier:
 
     # --- decisions ----------------------------------------------------------------------
 
-    def decide(self, probs: np.ndarray) -> np.ndarray:
+    def decide(self, probs: np.ndarray, units: Sequence[Unit] | None = None) -> np.ndarray:
         """Category index per row of [n, labels] probabilities: the argmax, or the likeliest
         must-keep category when the must-keep score reaches the model's threshold. The score
         is the summed must-keep probability ("mass" rule) or that sum over the likeliest other
-        category's probability ("ratio")."""
+        category's probability ("ratio"). With `units`, a unit TAXONOMY.md itself calls
+        boilerplate (`cues.is_settled_boilerplate`) is boilerplate: a /clear the model gives
+        81% boilerplate and 9% must-keep would otherwise cross the threshold."""
         pred = probs.argmax(1)
         tau = self.must_keep_threshold
-        if tau is None or not len(probs):
-            return pred
-        keep = self._keep_idx
-        score = probs[:, keep].sum(1)
-        if self.must_keep_rule == "ratio":
-            score = score / np.maximum(probs[:, ~self._keep].max(1), 1e-9)
-        flip = (score >= tau) & ~self._keep[pred]
-        return np.where(flip, keep[probs[:, keep].argmax(1)], pred)
+        if tau is not None and len(probs):
+            keep = self._keep_idx
+            score = probs[:, keep].sum(1)
+            if self.must_keep_rule == "ratio":
+                score = score / np.maximum(probs[:, ~self._keep].max(1), 1e-9)
+            flip = (score >= tau) & ~self._keep[pred]
+            pred = np.where(flip, keep[probs[:, keep].argmax(1)], pred)
+        if units is not None and self._boilerplate is not None:
+            for i, u in enumerate(units):
+                if not u.extra.get("media_tokens") and is_settled_boilerplate(
+                    u.role, u.kind, u.text or ""
+                ):
+                    pred[i] = self._boilerplate
+        return pred
 
-    def _predictions(self, probs: np.ndarray) -> list[Prediction]:
+    def _predictions(self, probs: np.ndarray, units: Sequence[Unit]) -> list[Prediction]:
         labels = self.labels
         return [
             Prediction(labels[b], dict(zip(labels, p)))
-            for b, p in zip(self.decide(probs).tolist(), probs.tolist())
+            for b, p in zip(self.decide(probs, units).tolist(), probs.tolist())
         ]
 
     # --- one unit -----------------------------------------------------------------------
@@ -302,7 +314,7 @@ class ImportanceClassifier:
             feats.fill(0.0)
             unit_features(unit, context, feats)
             probs = single.run(self.encoder.encode_one(unit))
-        return self._predictions(probs[None])[0]
+        return self._predictions(probs[None], [unit])[0]
 
     def _bag_one(self, unit: Unit, context: Context | None) -> np.ndarray:
         """The n-gram inputs of one unit, its neighbours taken from `context`."""
@@ -369,7 +381,8 @@ class ImportanceClassifier:
         online: bool = False,
     ) -> list[Prediction]:
         """Many units: length-bucketed batches, features computed beside the network."""
-        return self._predictions(self.predict_proba(units, batch_size, chunk, online=online))
+        us = [to_unit(u) for u in units]
+        return self._predictions(self.predict_proba(us, batch_size, chunk, online=online), us)
 
     def predict_proba(
         self,

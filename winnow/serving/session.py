@@ -69,7 +69,7 @@ class SessionClassifier:
         self._state[sid] = seen
         if len(self._state) > self.max_sessions:
             self._state.popitem(last=False)
-        return clf._predictions(np.asarray(probs)[None])[0]
+        return clf._predictions(np.asarray(probs)[None], [unit])[0]
 
     def extend(self, units: Iterable[Unit | dict[str, Any]]) -> list[Prediction]:
         """`add` each unit in turn."""

@@ -23,7 +23,8 @@ import numpy as np
 
 from winnow.classifier.bag import BagEncoder
 from winnow.classifier.ngrams import BagInputs, BagSpec
-from winnow.data.schema import CATEGORIES, MUST_KEEP
+from winnow.data.cues import is_settled_boilerplate
+from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.training.corpus import Corpus
 from winnow.training.evaluate import (
     classification_metrics,
@@ -86,16 +87,35 @@ def fit_threshold(probs: np.ndarray, gold: np.ndarray, recall: float, rule: str 
     return float(min(cap, rest[min(need, len(rest)) - 1]))
 
 
-def decide(probs: np.ndarray, threshold: float | None, rule: str = "mass") -> np.ndarray:
+def decide(
+    probs: np.ndarray,
+    threshold: float | None,
+    rule: str = "mass",
+    settled: np.ndarray | None = None,
+) -> np.ndarray:
     """Category index per row: the argmax, or the likeliest must-keep category when the
-    must-keep score (`must_keep_score`) reaches `threshold` (None: plain argmax)."""
+    must-keep score (`must_keep_score`) reaches `threshold` (None: plain argmax). Rows of
+    `settled` (units TAXONOMY.md calls boilerplate outright) are boilerplate, as served."""
     pred = probs.argmax(1)
-    if threshold is None:
-        return pred
-    keep_idx = np.flatnonzero(_KEEP)
-    best_keep = keep_idx[probs[:, keep_idx].argmax(1)]
-    flip = (must_keep_score(probs, rule) >= threshold) & ~_KEEP[pred]
-    return np.where(flip, best_keep, pred)
+    if threshold is not None:
+        keep_idx = np.flatnonzero(_KEEP)
+        best_keep = keep_idx[probs[:, keep_idx].argmax(1)]
+        flip = (must_keep_score(probs, rule) >= threshold) & ~_KEEP[pred]
+        pred = np.where(flip, best_keep, pred)
+    if settled is not None:
+        pred = np.where(settled, CATEGORIES.index("boilerplate"), pred)
+    return pred
+
+
+def settled_boilerplate(units: Sequence[Unit]) -> np.ndarray:
+    """Which units the served classifier calls boilerplate whatever its model says."""
+    return np.array(
+        [
+            not u.extra.get("media_tokens") and is_settled_boilerplate(u.role, u.kind, u.text or "")
+            for u in units
+        ],
+        bool,
+    )
 
 
 @dataclass
@@ -373,10 +393,14 @@ def _fmt(metric: str, v: float) -> str:
 
 
 def _score(
-    gold: np.ndarray, probs: np.ndarray, threshold: float | None, rule: str = "mass"
+    gold: np.ndarray,
+    probs: np.ndarray,
+    threshold: float | None,
+    rule: str = "mass",
+    settled: np.ndarray | None = None,
 ) -> dict[str, float]:
     gold_names = [CATEGORIES[g] for g in gold]
-    pred = [CATEGORIES[p] for p in decide(probs, threshold, rule)]
+    pred = [CATEGORIES[p] for p in decide(probs, threshold, rule, settled)]
     m = classification_metrics(gold_names, pred)
     out = {k: m[k] for k in ("accuracy", "macro_f1", "must_keep_recall", "must_keep_droppable")}
     return out | probability_metrics(gold_names, probs)
@@ -414,6 +438,7 @@ def evaluate_by_source(
                     oof.setdefault(key, {}).setdefault(seed, {})[s] = probs
                 log(f"{recipe.name} seed {seed} held out {s}: {time.perf_counter() - t0:.1f} s")
     gold = {s: c.labels[test] for s, (_, test) in folds.items()}
+    settled = {s: settled_boilerplate([c.units[i] for i in test]) for s, (_, test) in folds.items()}
     results: dict[str, dict[str, dict[str, float]]] = {}
     spread: dict[str, dict[str, float]] = {}
     temps: dict[str, float] = {}
@@ -439,7 +464,7 @@ def evaluate_by_source(
                     if decided
                     else None
                 )
-                m = _score(gold[s], cal, tau, must_keep_rule)
+                m = _score(gold[s], cal, tau, must_keep_rule, settled[s])
                 m["ece_raw"] = probability_metrics([CATEGORIES[g] for g in gold[s]], by_src[s])[
                     "ece"
                 ]
