@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from winnow.classifier.bag import NEIGHBOUR_MASK, BagEncoder, session_order
-from winnow.classifier.ngrams import BagSpec, Hasher, group_weights, words
+from winnow.classifier.ngrams import NGRAM_VERSIONS, BagSpec, Hasher, group_weights, words
 from winnow.data.schema import CATEGORIES, CATEGORY_INDEX, MUST_KEEP, Unit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,10 +75,13 @@ def test_long_units_keep_head_and_tail():
     assert set(h.unit_ids("omega")[0].tolist()) <= ids
 
 
-def test_batch_ids_equal_unit_ids(units):
-    h = Hasher()
+@pytest.mark.parametrize("version", NGRAM_VERSIONS)
+def test_batch_ids_equal_unit_ids(units, version):
+    h = Hasher(BagSpec(version=version))
     prev, nxt = session_order(units)
-    batch = h.batch_ids([u.text for u in units], [u.tool_name for u in units], prev, nxt)
+    batch = h.batch_ids(
+        [u.text for u in units], [u.tool_name for u in units], prev, nxt, [u.role for u in units]
+    )
     for i, u in enumerate(units):
         own, as_prev, as_next = h.unit_ids(u.text, u.tool_name)
         groups = [own]
@@ -86,6 +89,7 @@ def test_batch_ids_equal_unit_ids(units):
             groups.append(h.unit_ids(units[prev[i]].text, units[prev[i]].tool_name)[1])
         if nxt[i] >= 0:
             groups.append(h.unit_ids(units[nxt[i]].text, units[nxt[i]].tool_name)[2])
+        groups.append(h.cue_ids(u.text, u.role))
         ids, w = group_weights(groups)
         o = batch.offsets
         assert np.array_equal(batch.ids[o[i] : o[i + 1]], ids)

@@ -103,6 +103,7 @@ class BagEncoder:
             [u.tool_name for u in units],
             prev if context else none,
             nxt if context else none,
+            [u.role for u in units],
         )
         zero = np.zeros((1, N_FEATURES), np.float32)
         padded = np.concatenate([feats * NEIGHBOUR_MASK, zero])  # row -1: no neighbour
@@ -123,6 +124,7 @@ class BagEncoder:
         groups = [own]
         if seen is not None:
             groups.append(seen.prev_ids)
+        groups.append(h.cue_ids(unit.text or "", unit.role))
         ids, weights = group_weights([g for g in groups if len(g)])
         dense = np.zeros(N_DENSE, np.float32)
         dense[:N_FEATURES] = feats

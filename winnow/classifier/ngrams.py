@@ -11,6 +11,19 @@ A unit becomes a bag of hashed ids in `BagSpec.buckets` rows of one embedding ta
   its side, so that "Let me run the tests" before a tool call and a question before a short
   user reply weigh on the unit itself. The next unit is left out in online mode (live use).
 
+Version 2 (`BagSpec.version`; models of version 1 are still hashed the version 1 way) makes
+the words carry over to projects and agents never seen:
+
+- a harness header the text opens with (Codex's exec header, aider's thinking marker) is
+  left out, and the exit code it states becomes a cue;
+- typographic quotes fold to ASCII (Codex writes "I’m", Claude "I'm"); a URL is one word, a
+  path one word and its file extension; a word that names rather than says folds to its
+  shape (`shape`: a number with a unit, a hex id, a long id);
+- cues, one group of their own: the exit code a text states, and for prose (not a tool's
+  output) whether a sentence announces the next step (first, later, last sentence), says
+  what was done, or reaches a finding (TAXONOMY.md: a text that only announces the next step
+  is status, one that reaches a conclusion is decision), and its number of sentences.
+
 Each group of ids weighs 1/sqrt(its size), so a long unit does not drown its neighbours.
 Hashes are crc32 of the word's UTF-8 bytes (stable across processes, unlike `hash`), mixed
 by one 64-bit multiply; a word's hash is cached, so a session's repeated words cost a dict
@@ -28,7 +41,9 @@ from typing import Any
 
 import numpy as np
 
-NGRAM_VERSION = 1
+NGRAM_VERSION = 2
+# The versions this module hashes: a model records its own (BagSpec.version).
+NGRAM_VERSIONS = (1, 2)
 
 _CUTS = ("".join(c for c in string.punctuation if c not in "'_") + "\x1c\x1d\x1e\x1f").encode()
 _BYTE_SPLIT = bytes.maketrans(_CUTS, b" " * len(_CUTS))
@@ -42,10 +57,55 @@ _SALT = {
     "tool": np.uint64(0x7001),
     "prev": np.uint64(0x9EE4),
     "next": np.uint64(0x4E8D),
+    "cue": np.uint64(0xC0E5),
 }
 _NUM = zlib.crc32(b"<num>")
 # Words remembered (bytes -> crc32); a full cache starts afresh.
 _CACHE_SIZE = 1 << 17
+
+# --- version 2 -------------------------------------------------------------------------------
+# A harness's header before a tool's output, said the same way in every call: it names the
+# harness, not the output. Anchored; each run is bounded by the literal after it: linear.
+_HARNESS = re.compile(
+    r"(?:Chunk ID: \w+\n)?Wall time: [\d.]+ seconds\n"
+    r"Process (?:exited with code (-?\d+)|running with session ID \d+)\n"
+    r"(?:Original token count: \d+\n)?Output:\n?"
+    r"|<thinking-content-[0-9a-f]+>\s*"
+)
+# "exit code 1", "exited with code 0", "exit status: 2", "returncode=0", "exit_code": 1
+_EXIT = re.compile(r"(?:exit(?:ed with)?[ _](?:code|status)|returncode)\W{0,3}(-?\d+)")
+QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+# A URL, or a path of at least three parts (a/b/c, C:\\x\\y): a match starts only where no
+# such run of characters ends, so each run is scanned once.
+_URL = re.compile(r"(?<![\w+.-])[a-z][a-z0-9+.-]*://\S*")
+_PATH = re.compile(r"(?<![\w.~/\\-])[\w.~-]*[/\\][\w.~-]+[/\\][\w.~/\\-]*")
+_DIGIT = re.compile(rb"[0-9]")
+_HEX = frozenset(b"0123456789abcdef")
+# Sentence openings (lower-cased, quotes folded): the agent announces what it does next ...
+_ANNOUNCE = (
+    "let me ", "let's ", "i'll ", "i will ", "i'm going to ", "i am going to ", "i need to ",
+    "i should ", "i want to ", "now ", "next", "first", "then ", "moving on", "going to ",
+    "checking ", "looking ", "running ", "reading ", "searching ", "i'm now ", "i'm also ",
+)  # fmt: skip
+# ... or says what it did ...
+_DID = (
+    "i've ", "i have ", "i added", "i fixed", "i updated", "i changed", "i found", "i made",
+    "i removed", "i created", "i implemented", "i ran ", "i checked", "i verified",
+    "i confirmed", "done", "fixed", "updated", "added", "removed", "pushed", "committed",
+)  # fmt: skip
+# ... or reaches a conclusion (anywhere in the text).
+_FINDINGS = (
+    "because", "the cause", "the bug is", "the issue is", "the problem is", "the fix is",
+    "so the fix", "this means", "which means", "the reason", "turns out", "that's why",
+    "the culprit", "instead of", "the right ", "should be", "is caused", "is due to",
+)  # fmt: skip
+# Sentence ends: . ! ? : and white space, or line breaks.
+_SENTENCE = re.compile(r"[.!?:]\s+|\n+")
+CUE_WORDS = (
+    b"exit=0", b"exit!=0", b"announce_first", b"announce_later", b"announce_last", b"did",
+    b"finding", b"sentences=1", b"sentences=2", b"sentences=3", b"sentences=5",
+)  # fmt: skip
+_CUE_CRC = {c: zlib.crc32(b"\x01" + c) for c in CUE_WORDS}
 
 
 @dataclass(frozen=True)
@@ -66,12 +126,101 @@ class BagSpec:
         return cls(**{f.name: int(d[f.name]) for f in fields(cls) if f.name in d})
 
 
-def words(text: str) -> list[bytes]:
-    """Lower-cased words of `text`, cut at whitespace and punctuation other than ' and _."""
+def words(text: str, version: int = NGRAM_VERSION) -> list[bytes]:
+    """Lower-cased words of `text`, cut at whitespace and punctuation other than ' and _. From
+    version 2, typographic quotes are ASCII, a URL is the word "zzurl" and a path "zzpath"
+    and its file extension."""
     low = text.lower()
     if not low.isascii():
-        low = _WIDE_SPACE.sub(" ", low)
+        low = _WIDE_SPACE.sub(" ", low.translate(QUOTES) if version >= 2 else low)
+    if version >= 2 and ("/" in low or "\\" in low):
+        if "://" in low:
+            low = _URL.sub(" zzurl ", low)
+        low = _PATH.sub(_path_word, low)
     return low.encode("utf-8", "surrogatepass").translate(_BYTE_SPLIT).split()
+
+
+def _path_word(m: re.Match[str]) -> str:
+    name = m.group().rstrip("/\\.")
+    dot = name.rfind(".")
+    ext = name[dot + 1 :] if dot > max(name.rfind("/"), name.rfind("\\")) else ""
+    return f" zzpath {ext} "
+
+
+def shape(word: bytes) -> bytes:
+    """A word as version 2 hashes it: itself, or its shape when it names rather than says:
+    "<num>" (digits), "<numx>" (a number with a unit: 30s, 8kb), "<hex>" (6+ hex digits with
+    a digit: a commit, an id), "<id>" (8+ characters with a digit), "<long>" (over 24)."""
+    if len(word) > 24:
+        return b"<long>"
+    if _DIGIT.search(word) is None:
+        return word
+    if word.isdigit():
+        return b"<num>"
+    if word[:1].isdigit():
+        return b"<numx>"
+    if len(word) >= 6 and _HEX.issuperset(word):
+        return b"<hex>"
+    return b"<id>" if len(word) >= 8 else word
+
+
+def split_harness(text: str) -> tuple[str, int | None]:
+    """`text` without a harness header it opens with, and the exit code the header states
+    (None: no header, or none stated)."""
+    if not text.startswith(("Chunk ID: ", "Wall time: ", "<thinking-content-")):
+        return text, None
+    m = _HARNESS.match(text)
+    if m is None:
+        return text, None
+    return text[m.end() :], None if m.group(1) is None else int(m.group(1))
+
+
+def cues(text: str, code: int | None = None, prose: bool = True) -> list[bytes]:
+    """The version 2 cues of a (clipped, harness-free) text: "exit=0" / "exit!=0" (`code`, the
+    exit code its header stated, else the first one the text states) and, for `prose`,
+    "announce_first" / "announce_later" / "announce_last" (a sentence opens by announcing the
+    next step: "Let me", "I'll", "I'm checking", "Next,"), "did" (one says what was done),
+    "finding" (the text reaches a conclusion: "because", "the cause", "so the fix") and
+    "sentences=N" (1, 2, 3-4, 5+)."""
+    low = text.lower()
+    if not low.isascii():
+        low = low.translate(QUOTES)
+    out: list[bytes] = []
+    if code is None and ("exit" in low or "returncode" in low):
+        m = _EXIT.search(low)
+        code = None if m is None else int(m.group(1))
+    if code is not None:
+        out.append(b"exit=0" if code == 0 else b"exit!=0")
+    if not prose:
+        return out
+    sentences = [t for t in _SENTENCE.split(low) if t.strip()]
+    last = len(sentences) - 1
+    seen = set()
+    for j, t in enumerate(sentences):
+        t = t.lstrip("-*#>` \t")
+        if t.startswith(_ANNOUNCE) or _progressive(t):
+            seen.add(b"announce_first" if j == 0 else b"announce_later")
+            if j == last and j:
+                seen.add(b"announce_last")
+        elif t.startswith(_DID):
+            seen.add(b"did")
+    if any(f in low for f in _FINDINGS):
+        seen.add(b"finding")
+    n = len(sentences)
+    if n:
+        seen.add(b"sentences=%d" % (1 if n == 1 else 2 if n == 2 else 3 if n <= 4 else 5))
+    return out + sorted(seen)
+
+
+def _progressive(sentence: str) -> bool:
+    """Opens in the first person present progressive: "i'm adding", "i am checking"."""
+    if sentence.startswith("i'm "):
+        rest = sentence[4:]
+    elif sentence.startswith("i am "):
+        rest = sentence[5:]
+    else:
+        return False
+    return rest.split(" ", 1)[0].endswith("ing")
 
 
 class Hasher:
@@ -81,14 +230,38 @@ class Hasher:
         self.spec = spec or BagSpec()
         if self.spec.buckets & (self.spec.buckets - 1):
             raise ValueError(f"buckets must be a power of two, not {self.spec.buckets}")
+        if self.spec.version not in NGRAM_VERSIONS:
+            raise ValueError(
+                f"n-gram spec v{self.spec.version}: this winnow hashes "
+                f"v{', v'.join(map(str, NGRAM_VERSIONS))}"
+            )
+        self.version = self.spec.version
         self._mask = np.uint64(self.spec.buckets - 1)
         self._cache: dict[bytes, int] = {}
 
     def clip(self, text: str) -> str:
+        """The text hashed: its head and tail when long (from version 2, without a harness
+        header)."""
+        if self.version >= 2:
+            text = split_harness(text)[0]
+        return self._cut(text)
+
+    def _cut(self, text: str) -> str:
         s = self.spec
         if len(text) <= s.head_chars + s.tail_chars:
             return text
         return text[: s.head_chars] + "\n" + text[-s.tail_chars :]
+
+    def cue_ids(self, text: str, role: str | None = None) -> np.ndarray:
+        """int64 ids of a unit's `cues` (version 2; none before). `role` "tool": not prose."""
+        if self.version < 2:
+            return np.zeros(0, np.int64)
+        return self._mix(self._cue_hashes(text, role) ^ _SALT["cue"]).astype(np.int64)
+
+    def _cue_hashes(self, text: str, role: str | None) -> np.ndarray:
+        body, code = split_harness(text)
+        found = cues(self._cut(body), code, prose=role != "tool")
+        return np.array([_CUE_CRC[c] for c in found], np.uint64)
 
     def _hashes(self, ws: list[bytes]) -> np.ndarray:
         cache = self._cache
@@ -96,9 +269,12 @@ class Hasher:
         if None in hs:
             if len(cache) + len(ws) > _CACHE_SIZE:
                 cache = self._cache = {}
+            v2 = self.version >= 2
             for j, (w, h) in enumerate(zip(ws, hs)):
                 if h is None:
-                    h = hs[j] = cache[w] = _NUM if w.isdigit() else zlib.crc32(w)
+                    h = hs[j] = cache[w] = (
+                        zlib.crc32(shape(w)) if v2 else _NUM if w.isdigit() else zlib.crc32(w)
+                    )
         return np.array(hs, np.uint64)
 
     def _mix(self, h: np.ndarray) -> np.ndarray:
@@ -110,7 +286,7 @@ class Hasher:
         """int64 ids of a unit: its own (unigrams, bigrams, tool name; repeats kept, as
         counts), and its first words as seen from the next unit ("prev") and from the
         previous one ("next")."""
-        h = self._hashes(words(self.clip(text)))
+        h = self._hashes(words(self.clip(text), self.version))
         parts = [h ^ _SALT["uni"], ((h[:-1] * _MIX) ^ h[1:]) ^ _SALT["bi"]]
         if tool_name:
             parts.append(
@@ -130,12 +306,24 @@ class Hasher:
         tools: Sequence[str | None],
         prev: np.ndarray,
         nxt: np.ndarray,
+        roles: Sequence[str | None] | None = None,
     ) -> BagInputs:
-        """Ids and weights of many units at once (dense left empty): unit i's own ids, then
-        the first words of unit prev[i] and of unit nxt[i] (-1: none). Equal to
-        `group_weights` over `unit_ids`, with the numpy work done once for all units."""
+        """Ids and weights of many units at once (dense left empty): unit i's own ids, the
+        first words of unit prev[i] and of unit nxt[i] (-1: none), then its cues (`roles`:
+        the units' roles, for `cue_ids`). Equal to `group_weights` over `unit_ids` and
+        `cue_ids`, with the numpy work done once for all units."""
         n = len(texts)
-        word_lists = [words(self.clip(t)) for t in texts]
+        word_lists = [words(self.clip(t), self.version) for t in texts]
+        if self.version >= 2:
+            cue_lists = [
+                self._cue_hashes(t, roles[i] if roles is not None else None)
+                for i, t in enumerate(texts)
+            ]
+        else:
+            cue_lists = [np.zeros(0, np.uint64)] * n
+        cue_len = np.fromiter(map(len, cue_lists), np.int64, n)
+        cue_starts = np.concatenate([[0], np.cumsum(cue_len)[:-1]]).astype(np.int64)
+        cue_h = np.concatenate(cue_lists) if n else np.zeros(0, np.uint64)
         lengths = np.fromiter(map(len, word_lists), np.int64, n)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         flat_words: list[bytes] = [w for ws in word_lists for w in ws]
@@ -151,16 +339,26 @@ class Hasher:
                     tool ^ _SALT["tool"],
                     h ^ _SALT["prev"],
                     h ^ _SALT["next"],
+                    cue_h.astype(np.uint64) ^ _SALT["cue"],
                 ]
             )
         ).astype(np.int64)
         bi0, tool0 = total, 2 * total - 1 if total else 0
         prev0, next0 = tool0 + n, tool0 + n + total
+        cue0 = next0 + total
         head = np.minimum(lengths, self.spec.neighbour_words)
         has_p, has_n = prev >= 0, nxt >= 0
         p, q = np.where(has_p, prev, 0), np.where(has_n, nxt, 0)
         seg_start = np.stack(
-            [starts, bi0 + starts, tool0 + np.arange(n), prev0 + starts[p], next0 + starts[q]], 1
+            [
+                starts,
+                bi0 + starts,
+                tool0 + np.arange(n),
+                prev0 + starts[p],
+                next0 + starts[q],
+                cue0 + cue_starts,
+            ],
+            1,
         )
         own = lengths + np.maximum(lengths - 1, 0) + has_tool
         seg_len = np.stack(
@@ -170,17 +368,21 @@ class Hasher:
                 has_tool,
                 np.where(has_p, head[p], 0),
                 np.where(has_n, head[q], 0),
+                cue_len,
             ],
             1,
         )
         inv = lambda k: np.where(k > 0, 1.0 / np.sqrt(np.maximum(k, 1)), 0.0)  # noqa: E731
-        seg_w = np.stack([inv(own), inv(own), inv(own), inv(seg_len[:, 3]), inv(seg_len[:, 4])], 1)
+        seg_w = np.stack(
+            [inv(own), inv(own), inv(own), inv(seg_len[:, 3]), inv(seg_len[:, 4]), inv(cue_len)],
+            1,
+        )
         seg_start, seg_len, seg_w = seg_start.ravel(), seg_len.ravel(), seg_w.ravel()
         count = int(seg_len.sum())
         # Concatenated ranges [start, start + len) of every segment, unit by unit.
         first = np.concatenate([[0], np.cumsum(seg_len)[:-1]])
         idx = np.repeat(seg_start - first, seg_len) + np.arange(count)
-        per_unit = seg_len.reshape(n, 5).sum(1)
+        per_unit = seg_len.reshape(n, 6).sum(1)
         offsets = np.concatenate([[0], np.cumsum(per_unit)]).astype(np.int64)
         return BagInputs(
             source[idx] if count else np.zeros(0, np.int64),
@@ -264,10 +466,14 @@ def concat_inputs(parts: Sequence[BagInputs]) -> BagInputs:
 
 __all__ = [
     "NGRAM_VERSION",
+    "NGRAM_VERSIONS",
     "BagInputs",
     "BagSpec",
     "Hasher",
     "concat_inputs",
+    "cues",
     "group_weights",
+    "shape",
+    "split_harness",
     "words",
 ]

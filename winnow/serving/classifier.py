@@ -328,6 +328,7 @@ class ImportanceClassifier:
                 dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = (
                     unit_features(other) * NEIGHBOUR_MASK
                 )
+        groups.append(h.cue_ids(unit.text or "", unit.role))
         ids, weights = group_weights(groups)
         return self.run_bag(ids, weights, dense)
 
