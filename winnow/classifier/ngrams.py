@@ -103,8 +103,11 @@ _FINDINGS = (
 _SENTENCE = re.compile(r"[.!?:]\s+|\n+")
 CUE_WORDS = (
     b"exit=0", b"exit!=0", b"announce_first", b"announce_later", b"announce_last", b"did",
-    b"finding", b"sentences=1", b"sentences=2", b"sentences=3", b"sentences=5",
+    b"finding", b"tag", b"sentences=1", b"sentences=2", b"sentences=3", b"sentences=5",
 )  # fmt: skip
+# A text that opens with a markup tag: what a harness injects (<environment_context>,
+# <system-reminder>, <skills_instructions>) rather than what a person or the agent writes.
+_TAG = re.compile(r"\s*<[a-z][\w:.-]{0,40}[\s/>]")
 _CUE_CRC = {c: zlib.crc32(b"\x01" + c) for c in CUE_WORDS}
 
 
@@ -157,10 +160,10 @@ def shape(word: bytes) -> bytes:
         return word
     if word.isdigit():
         return b"<num>"
-    if word[:1].isdigit():
-        return b"<numx>"
     if len(word) >= 6 and _HEX.issuperset(word):
         return b"<hex>"
+    if word[:1].isdigit():
+        return b"<numx>"
     return b"<id>" if len(word) >= 8 else word
 
 
@@ -177,7 +180,8 @@ def split_harness(text: str) -> tuple[str, int | None]:
 
 def cues(text: str, code: int | None = None, prose: bool = True) -> list[bytes]:
     """The version 2 cues of a (clipped, harness-free) text: "exit=0" / "exit!=0" (`code`, the
-    exit code its header stated, else the first one the text states) and, for `prose`,
+    exit code its header stated, else the first one the text states), "tag" (it opens with a
+    markup tag: a harness's wrapper) and, for `prose`,
     "announce_first" / "announce_later" / "announce_last" (a sentence opens by announcing the
     next step: "Let me", "I'll", "I'm checking", "Next,"), "did" (one says what was done),
     "finding" (the text reaches a conclusion: "because", "the cause", "so the fix") and
@@ -191,6 +195,8 @@ def cues(text: str, code: int | None = None, prose: bool = True) -> list[bytes]:
         code = None if m is None else int(m.group(1))
     if code is not None:
         out.append(b"exit=0" if code == 0 else b"exit!=0")
+    if _TAG.match(low) is not None:
+        out.append(b"tag")
     if not prose:
         return out
     sentences = [t for t in _SENTENCE.split(low) if t.strip()]
