@@ -18,6 +18,7 @@ from winnow.classifier.ngrams import (
     Hasher,
     cues,
     group_weights,
+    is_prose,
     split_harness,
     words,
 )
@@ -88,7 +89,11 @@ def test_batch_ids_equal_unit_ids(units, version):
     h = Hasher(BagSpec(version=version))
     prev, nxt = session_order(units)
     batch = h.batch_ids(
-        [u.text for u in units], [u.tool_name for u in units], prev, nxt, [u.role for u in units]
+        [u.text for u in units],
+        [u.tool_name for u in units],
+        prev,
+        nxt,
+        [is_prose(u.role, u.kind) for u in units],
     )
     for i, u in enumerate(units):
         own, as_prev, as_next = h.unit_ids(u.text, u.tool_name)
@@ -97,7 +102,7 @@ def test_batch_ids_equal_unit_ids(units, version):
             groups.append(h.unit_ids(units[prev[i]].text, units[prev[i]].tool_name)[1])
         if nxt[i] >= 0:
             groups.append(h.unit_ids(units[nxt[i]].text, units[nxt[i]].tool_name)[2])
-        groups.append(h.cue_ids(u.text, u.role))
+        groups.append(h.cue_ids(u.text, is_prose(u.role, u.kind)))
         ids, w = group_weights(groups)
         o = batch.offsets
         assert np.array_equal(batch.ids[o[i] : o[i + 1]], ids)
@@ -383,4 +388,6 @@ def test_version_2_prose_cues(text, expected):
 def test_a_tools_output_gets_no_prose_cues():
     h = Hasher(BagSpec(version=2))
     text = "Let me know if it fails. I'm running the tests."
-    assert len(h.cue_ids(text, "tool")) < len(h.cue_ids(text, "assistant"))
+    assert is_prose("assistant", "text") and is_prose("user", "text")
+    assert not is_prose("tool", "tool_result") and not is_prose("assistant", "tool_call")
+    assert len(h.cue_ids(text, prose=False)) == 0 < len(h.cue_ids(text, prose=True))

@@ -32,6 +32,7 @@ lookup.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 import zlib
@@ -74,11 +75,8 @@ _HARNESS = re.compile(
 )
 # "exit code 1", "exited with code 0", "exit status: 2", "returncode=0", "exit_code": 1
 _EXIT = re.compile(r"(?:exit(?:ed with)?[ _](?:code|status)|returncode)\W{0,3}(-?\d+)")
-QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-# A URL, or a path of at least three parts (a/b/c, C:\\x\\y): a match starts only where no
-# such run of characters ends, so each run is scanned once.
-_URL = re.compile(r"(?<![\w+.-])[a-z][a-z0-9+.-]*://\S*")
-_PATH = re.compile(r"(?<![\w.~/\\-])[\w.~-]*[/\\][\w.~-]+[/\\][\w.~/\\-]*")
+# What ends a path's file name: "hooks.go:266", "(src/a.py)", "`a/b.ts`,".
+_PATH_TAIL = "0123456789:;,.)]}>'\"`!?"
 _DIGIT = re.compile(rb"[0-9]")
 _HEX = frozenset(b"0123456789abcdef")
 # Sentence openings (lower-cased, quotes folded): the agent announces what it does next ...
@@ -99,8 +97,10 @@ _FINDINGS = (
     "so the fix", "this means", "which means", "the reason", "turns out", "that's why",
     "the culprit", "instead of", "the right ", "should be", "is caused", "is due to",
 )  # fmt: skip
-# Sentence ends: . ! ? : and white space, or line breaks.
-_SENTENCE = re.compile(r"[.!?:]\s+|\n+")
+# Sentences looked at for an announcement: the first ones and the last (a long text is
+# code or a list, not a progress note).
+_MAX_SENTENCES = 24
+_PROSE_HEAD, _PROSE_TAIL = 600, 200
 CUE_WORDS = (
     b"exit=0", b"exit!=0", b"announce_first", b"announce_later", b"announce_last", b"did",
     b"finding", b"tag", b"sentences=1", b"sentences=2", b"sentences=3", b"sentences=5",
@@ -135,19 +135,38 @@ def words(text: str, version: int = NGRAM_VERSION) -> list[bytes]:
     and its file extension."""
     low = text.lower()
     if not low.isascii():
-        low = _WIDE_SPACE.sub(" ", low.translate(QUOTES) if version >= 2 else low)
-    if version >= 2 and ("/" in low or "\\" in low):
-        if "://" in low:
-            low = _URL.sub(" zzurl ", low)
-        low = _PATH.sub(_path_word, low)
+        low = _WIDE_SPACE.sub(" ", ascii_quotes(low) if version >= 2 else low)
+    if version >= 2 and low.count("/") + low.count("\\") >= 2:
+        low = " ".join([_path_cached(t) if "/" in t or "\\" in t else t for t in low.split()])
     return low.encode("utf-8", "surrogatepass").translate(_BYTE_SPLIT).split()
 
 
-def _path_word(m: re.Match[str]) -> str:
-    name = m.group().rstrip("/\\.")
+def ascii_quotes(text: str) -> str:
+    """Typographic quotes as ASCII: Codex writes "I’m", Claude "I'm". (str.replace, not
+    str.translate: a translate table costs ~0.3 us per character of a non-ASCII text.)"""
+    if "\u2019" in text or "\u2018" in text:
+        text = text.replace("\u2019", "'").replace("\u2018", "'")
+    if "\u201c" in text or "\u201d" in text:
+        text = text.replace("\u201c", '"').replace("\u201d", '"')
+    return text
+
+
+def _path_word(token: str) -> str:
+    """A white-space token with a slash: "zzurl" for a URL, "zzpath" and its file extension
+    for a path of three parts or more (a/b/c, C:\\x\\y), else the token itself."""
+    if "://" in token:
+        return "zzurl"
+    if token.count("/") + token.count("\\") < 2:
+        return token
+    name = token.rstrip(_PATH_TAIL)
+    name = name[max(name.rfind("/"), name.rfind("\\")) + 1 :]
     dot = name.rfind(".")
-    ext = name[dot + 1 :] if dot > max(name.rfind("/"), name.rfind("\\")) else ""
-    return f" zzpath {ext} "
+    ext = name[dot + 1 :] if dot >= 0 else ""
+    return f"zzpath {ext}" if ext.isalnum() and len(ext) <= 8 else "zzpath"
+
+
+# A session names the same files again and again.
+_path_cached = functools.lru_cache(maxsize=1 << 14)(_path_word)
 
 
 def shape(word: bytes) -> bytes:
@@ -188,7 +207,7 @@ def cues(text: str, code: int | None = None, prose: bool = True) -> list[bytes]:
     "sentences=N" (1, 2, 3-4, 5+)."""
     low = text.lower()
     if not low.isascii():
-        low = low.translate(QUOTES)
+        low = ascii_quotes(low)
     out: list[bytes] = []
     if code is None and ("exit" in low or "returncode" in low):
         m = _EXIT.search(low)
@@ -199,11 +218,15 @@ def cues(text: str, code: int | None = None, prose: bool = True) -> list[bytes]:
         out.append(b"tag")
     if not prose:
         return out
-    sentences = [t for t in _SENTENCE.split(low) if t.strip()]
+    if len(low) > _PROSE_HEAD + _PROSE_TAIL:  # a progress note is short; a long text's ends
+        low = low[:_PROSE_HEAD] + "\n" + low[-_PROSE_TAIL:]
+    # Sentences end at . ! ? : and white space, or at a line break (str methods: C speed).
+    cut = low.replace("\n", ". ").replace("! ", ". ").replace("? ", ". ").replace(": ", ". ")
+    sentences = [t for t in (t.lstrip("-*#>` \t") for t in cut.split(". ")) if t]
     last = len(sentences) - 1
     seen = set()
-    for j, t in enumerate(sentences):
-        t = t.lstrip("-*#>` \t")
+    for j in (*range(min(last, _MAX_SENTENCES)), last) if last >= 0 else ():
+        t = sentences[j]
         if t.startswith(_ANNOUNCE) or _progressive(t):
             seen.add(b"announce_first" if j == 0 else b"announce_later")
             if j == last and j:
@@ -216,6 +239,12 @@ def cues(text: str, code: int | None = None, prose: bool = True) -> list[bytes]:
     if n:
         seen.add(b"sentences=%d" % (1 if n == 1 else 2 if n == 2 else 3 if n <= 4 else 5))
     return out + sorted(seen)
+
+
+def is_prose(role: str | None, kind: str | None) -> bool:
+    """Whether a unit's text is someone's prose (its sentences get `cues`): not a tool's
+    output, not a tool call's arguments."""
+    return role != "tool" and kind not in ("tool_call", "tool_result")
 
 
 def _progressive(sentence: str) -> bool:
@@ -258,15 +287,15 @@ class Hasher:
             return text
         return text[: s.head_chars] + "\n" + text[-s.tail_chars :]
 
-    def cue_ids(self, text: str, role: str | None = None) -> np.ndarray:
-        """int64 ids of a unit's `cues` (version 2; none before). `role` "tool": not prose."""
+    def cue_ids(self, text: str, prose: bool = True) -> np.ndarray:
+        """int64 ids of a unit's `cues` (version 2; none before); `prose`: see `is_prose`."""
         if self.version < 2:
             return np.zeros(0, np.int64)
-        return self._mix(self._cue_hashes(text, role) ^ _SALT["cue"]).astype(np.int64)
+        return self._mix(self._cue_hashes(text, prose) ^ _SALT["cue"]).astype(np.int64)
 
-    def _cue_hashes(self, text: str, role: str | None) -> np.ndarray:
+    def _cue_hashes(self, text: str, prose: bool) -> np.ndarray:
         body, code = split_harness(text)
-        found = cues(self._cut(body), code, prose=role != "tool")
+        found = cues(self._cut(body), code, prose)
         return np.array([_CUE_CRC[c] for c in found], np.uint64)
 
     def _hashes(self, ws: list[bytes]) -> np.ndarray:
@@ -312,17 +341,17 @@ class Hasher:
         tools: Sequence[str | None],
         prev: np.ndarray,
         nxt: np.ndarray,
-        roles: Sequence[str | None] | None = None,
+        prose: Sequence[bool] | None = None,
     ) -> BagInputs:
         """Ids and weights of many units at once (dense left empty): unit i's own ids, the
-        first words of unit prev[i] and of unit nxt[i] (-1: none), then its cues (`roles`:
-        the units' roles, for `cue_ids`). Equal to `group_weights` over `unit_ids` and
+        first words of unit prev[i] and of unit nxt[i] (-1: none), then its cues (`prose`:
+        whether each unit is prose, for `cue_ids`; default all). Equal to `group_weights` over `unit_ids` and
         `cue_ids`, with the numpy work done once for all units."""
         n = len(texts)
         word_lists = [words(self.clip(t), self.version) for t in texts]
         if self.version >= 2:
             cue_lists = [
-                self._cue_hashes(t, roles[i] if roles is not None else None)
+                self._cue_hashes(t, prose[i] if prose is not None else True)
                 for i, t in enumerate(texts)
             ]
         else:
@@ -479,6 +508,7 @@ __all__ = [
     "concat_inputs",
     "cues",
     "group_weights",
+    "is_prose",
     "shape",
     "split_harness",
     "words",
