@@ -19,10 +19,11 @@ the words carry over to projects and agents never seen:
 - typographic quotes fold to ASCII (Codex writes "I’m", Claude "I'm"); a URL is one word, a
   path one word and its file extension; a word that names rather than says folds to its
   shape (`shape`: a number with a unit, a hex id, a long id);
-- cues, one group of their own: the exit code a text states, and for prose (not a tool's
-  output) whether a sentence announces the next step (first, later, last sentence), says
-  what was done, or reaches a finding (TAXONOMY.md: a text that only announces the next step
-  is status, one that reaches a conclusion is decision), and its number of sentences.
+- cues, one group of their own (`cues`): the exit code a text states, whether it opens
+  with a markup tag (a harness's wrapper), and for prose (`is_prose`) whether a sentence
+  announces the next step (first, later, last sentence), says what was done, or reaches a
+  finding (TAXONOMY.md: a text that only announces the next step is status, one that
+  reaches a conclusion is decision), and its number of sentences.
 
 Each group of ids weighs 1/sqrt(its size), so a long unit does not drown its neighbours.
 Hashes are crc32 of the word's UTF-8 bytes (stable across processes, unlike `hash`), mixed
