@@ -76,6 +76,9 @@ _HARNESS = re.compile(
 )
 # "exit code 1", "exited with code 0", "exit status: 2", "returncode=0", "exit_code": 1
 _EXIT = re.compile(r"(?:exit(?:ed with)?[ _](?:code|status)|returncode)\W{0,3}(-?\d+)")
+# Two slashes in one white-space token (a path a/b/c, a URL): only such a text is re-cut into
+# tokens. Possessive, so a match starts at a slash and reads to the next one: linear.
+_TWO_SLASHES = re.compile(r"[/\\][^\s/\\]*+[/\\]")
 # What ends a path's file name: "hooks.go:266", "(src/a.py)", "`a/b.ts`,".
 _PATH_TAIL = "0123456789:;,.)]}>'\"`!?"
 _DIGIT = re.compile(rb"[0-9]")
@@ -137,7 +140,7 @@ def words(text: str, version: int = NGRAM_VERSION) -> list[bytes]:
     low = text.lower()
     if not low.isascii():
         low = _WIDE_SPACE.sub(" ", ascii_quotes(low) if version >= 2 else low)
-    if version >= 2 and low.count("/") + low.count("\\") >= 2:
+    if version >= 2 and ("/" in low or "\\" in low) and _TWO_SLASHES.search(low):
         low = " ".join([_path_cached(t) if "/" in t or "\\" in t else t for t in low.split()])
     return low.encode("utf-8", "surrogatepass").translate(_BYTE_SPLIT).split()
 
