@@ -153,9 +153,6 @@ class BagRecipe:
     context: bool = True
     weak_weight: float = 0.5
     threshold: bool = True
-    # A hand-labelled unit weighs (its source's hand-labelled units / their mean over the
-    # training sources) ** -source_power: one large source does not set every boundary.
-    source_power: float = 0.5
 
     def training_targets(
         self, data: Prepared, held_out: str, train: np.ndarray, seed: int
@@ -172,12 +169,6 @@ class BagRecipe:
         sure = c.hand | np.array([s in rules for s in c.label_source], bool)
         targets = c.one_hot()
         weights = np.where(sure, 1.0, 0.0 if self.targets == "gold" else self.weak_weight)
-        if self.source_power:
-            src = np.array(c.sources)
-            names, counts = np.unique(src[train[c.hand[train]]], return_counts=True)
-            scale = dict(zip(names, (counts / counts.mean()) ** -self.source_power))
-            hand_scale = np.array([scale.get(s, 1.0) for s in src])
-            weights = np.where(c.hand, weights * hand_scale, weights)
         if self.targets == "teacher":
             soft = data.teacher_probs(held_out, train, seed)
             targets = np.where(sure[:, None], targets, soft)
