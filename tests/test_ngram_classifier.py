@@ -153,8 +153,9 @@ def test_neighbour_features_do_not_depend_on_the_view(units):
 # --- training, export, serving (torch) ---------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def trained(rows, units, tmp_path_factory):
+@pytest.fixture(scope="module", params=NGRAM_VERSIONS, ids=lambda v: f"ngram-v{v}")
+def trained(rows, units, tmp_path_factory, request):
+    """A tiny model of each n-gram spec version: serving must hash as training did."""
     pytest.importorskip("torch")
     pytest.importorskip("onnx")
     from winnow.classifier.config import BagModelConfig
@@ -162,7 +163,7 @@ def trained(rows, units, tmp_path_factory):
     from winnow.training.bag_export import save_bag_model
     from winnow.training.bag_trainer import BagTrainConfig, BagTrainer
 
-    spec = BagSpec(buckets=1 << 10)
+    spec = BagSpec(buckets=1 << 10, version=request.param)
     enc = BagEncoder(spec)
     views = [enc.encode(units, online=True), enc.encode(units)]
     y = np.zeros((len(rows), len(CATEGORIES)), np.float32)

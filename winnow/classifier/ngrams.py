@@ -11,8 +11,8 @@ A unit becomes a bag of hashed ids in `BagSpec.buckets` rows of one embedding ta
   its side, so that "Let me run the tests" before a tool call and a question before a short
   user reply weigh on the unit itself. The next unit is left out in online mode (live use).
 
-Version 2 (`BagSpec.version`; models of version 1 are still hashed the version 1 way) makes
-the words carry over to projects and agents never seen:
+Version 2 (opt-in: `BagSpec(version=2)`; a model records its version and is hashed that
+way) is meant to make the words carry over to projects and agents never seen:
 
 - a harness header the text opens with (Codex's exec header, aider's thinking marker) is
   left out, and the exit code it states becomes a cue;
@@ -43,8 +43,10 @@ from typing import Any
 
 import numpy as np
 
-NGRAM_VERSION = 2
-# The versions this module hashes: a model records its own (BagSpec.version).
+# The version a new model hashes by default, and the versions this module hashes (a model
+# records its own, BagSpec.version). Version 2 is opt-in (`BagSpec(version=2)`, the
+# `ngram-v2` recipe of `winnow evaluate --by-source`): docs/classifier.md has its figures.
+NGRAM_VERSION = 1
 NGRAM_VERSIONS = (1, 2)
 
 _CUTS = ("".join(c for c in string.punctuation if c not in "'_") + "\x1c\x1d\x1e\x1f").encode()
