@@ -98,3 +98,46 @@ def test_exact_counts_a_negative_cost_as_nothing() -> None:
     items = [[Option(0, 0.0), Option(-5, 0.0), Option(8, 3.0)], [Option(-2, 1.0), Option(4, 2.0)]]
     assert allocate_exact(items, 8) == [2, 0]
     assert allocate_exact(items, 12) == [2, 1]
+
+
+def meeting_optimum(items, budget: int, needs) -> float | None:
+    """The most value of the choices within the budget that meet the requirement (brute force)."""
+    from itertools import product
+
+    best = None
+    for picks in product(*(range(len(opts)) for opts in items)):
+        if cost(items, picks) <= budget and any(needs[i][k] for i, k in enumerate(picks)):
+            v = value(items, picks)
+            best = v if best is None else max(best, v)
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=hs.lists(options, min_size=1, max_size=4),
+    budget=hs.integers(0, 100),
+    data=hs.data(),
+)
+def test_exact_meets_a_requirement_whenever_a_choice_can(items, budget, data) -> None:
+    needs = [[data.draw(hs.booleans()) for _o in opts] for opts in items]
+    picks = allocate_exact(items, budget, needs)
+    if sum(opts[cheapest(opts)].cost for opts in items) > budget:
+        assert picks is None
+        return
+    assert picks is not None and cost(items, picks) <= budget
+    best = meeting_optimum(items, budget, needs)
+    if best is None:  # no choice meets it: the most value
+        assert abs(value(items, picks) - optimum(items, budget)) <= 1e-6
+    else:
+        assert any(needs[i][k] for i, k in enumerate(picks))
+        assert abs(value(items, picks) - best) <= 1e-6
+
+
+def test_exact_gives_up_value_for_a_requirement() -> None:
+    # the second item alone meets it; the first is worth more for the same room
+    items = [[Option(0, 0.0), Option(10, 9.0)], [Option(0, 0.0), Option(10, 1.0)]]
+    needs = [[False, False], [False, True]]
+    assert allocate_exact(items, 10) == [1, 0]
+    assert allocate_exact(items, 10, needs) == [0, 1]
+    assert allocate_exact(items, 20, needs) == [1, 1]
+    assert allocate_exact(items, 9, needs) == [0, 0]  # nothing meets it: nothing to give up

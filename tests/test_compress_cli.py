@@ -224,8 +224,12 @@ def test_a_session_with_nothing_left_is_named_and_the_others_are_written(
     src.write_text("".join(json.dumps(u) + "\n" for u in lines))
     out = tmp_path / "out"
     rc, stdout, _ = run(capsys, src, "--limit", "30%", "--to", to, "-o", out)
+    # a request needs a message: a session without one says so at any limit
+    why = (
+        "nothing is left under the limit" if to == "normalized" else "no user or assistant message"
+    )
     assert rc == 0
-    assert "session a: nothing is left under the limit" in stdout
+    assert f"session a: {why}" in stdout
     if to == "normalized":
         units = [json.loads(line) for line in out.read_text().splitlines()]
         assert units and {u["session_id"] for u in units} == {lines[-1]["session_id"]}
@@ -233,7 +237,7 @@ def test_a_session_with_nothing_left_is_named_and_the_others_are_written(
         assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
     src.write_text(json.dumps(lines[0]) + "\n")  # nothing at all left: no output, exit 1
     rc, _, err = run(capsys, src, "--limit", "30%", "--to", to, "-o", tmp_path / "none")
-    assert rc == 1 and "nothing is left under the limit" in err
+    assert rc == 1 and why in err
     assert not (tmp_path / "none").exists()
 
 
@@ -283,6 +287,12 @@ def test_a_session_without_a_message_writes_no_empty_request(tmp_path, capsys) -
     out = tmp_path / "out"
     rc, stdout, _ = run(capsys, src, "--limit", "100%", "--to", "anthropic", "-o", out)
     assert rc == 0 and "session a: no user or assistant message" in stdout
+    # at a limit too small for the note the reason is the same: no limit makes it a request
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text(json.dumps(note) + "\n")
+    rc, _, err = run(capsys, alone, "--limit", "3", "--to", "anthropic", "-o", tmp_path / "o2")
+    assert rc == 1 and "session a: no user or assistant message" in err
+    assert "raise --limit" not in err and err.count("\n") == 1
     assert [p.stem for p in out.iterdir()] == [lines[-1]["session_id"]]
     for p in out.iterdir():
         assert_valid_anthropic(json.loads(p.read_text()))

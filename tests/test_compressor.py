@@ -322,6 +322,50 @@ def test_an_error_keeps_its_error_lines_at_every_limit_that_holds_them() -> None
         assert all(line in text for line in lines), limit
 
 
+# An Aider session that failed at once (the shape of several in ../shared/traces): start-up
+# notes, a one-word request, the provider's error. At 30% its limit is under 100 tokens.
+AIDER_STARTUP = "\n".join(
+    [
+        "/home/dev/project/venv/bin/aider --model qwen/qwen3-coder --message Hello --yes",
+        "Warning for qwen/qwen3-coder: Unknown context window size and costs, using sane defaults.",
+        "You can skip this check with --no-show-model-warnings",
+        "https://aider.chat/docs/llms/warnings.html",
+        "Aider v0.86.1",
+        "Model: qwen/qwen3-coder with whole edit format",
+        "Git repo: .git with 12 files",
+        "Repo-map: using 1024 tokens, auto refresh",
+    ]
+)
+PROVIDER_ERROR = "\n".join(
+    [
+        "litellm.BadRequestError: LLM Provider NOT provided. Pass in the LLM provider you are "
+        "trying to call. You passed model=qwen/qwen3-coder",
+        "Pass model as E.g. For 'Huggingface' inference endpoints pass in "
+        "`completion(model='huggingface/starcoder',..)` Learn more: "
+        "https://docs.litellm.ai/docs/providers",
+        "",
+        "https://docs.litellm.ai/docs/providers",
+        "Open URL for more info? (Y)es/(N)o/(D)on't ask again [Yes]: y",
+    ]
+)
+
+
+@pytest.mark.parametrize("share", [0.25, 0.3, 0.35, 0.5])
+def test_a_tiny_session_fills_its_limit_with_a_message_in_it(share: float) -> None:
+    units = [
+        unit(0, "boilerplate", AIDER_STARTUP, "system"),
+        unit(1, "boilerplate", "Hello", "user"),
+        unit(2, "error", PROVIDER_ERROR, "system"),
+    ]
+    limit = int(sent(units) * share)
+    result = check_invariants(units, limit, fill=0.9)
+    assert result is not None and limit < 200
+    # a request needs a message: the one-word request stays beside the notes that outweigh it
+    assert any(u.role != "system" for u in result.units)
+    body = comp_render(result.units, "anthropic")
+    assert body["messages"] and validate_anthropic(body) == []
+
+
 def test_under_the_limit_nothing_changes() -> None:
     units = REAL["claude_code"]
     result = COMPRESSOR.compress(units, 10**9)

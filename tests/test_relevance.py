@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
-from winnow.serving.relevance import TokenCache, distinctive_tokens, relevance
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from winnow.serving.relevance import _WORD, TokenCache, _words, distinctive_tokens, relevance
 
 
 def test_distinctive_tokens_are_paths_identifiers_numbers_and_names():
@@ -106,3 +109,40 @@ def test_linear_on_hostile_megabyte_input():
     t = time.perf_counter()
     relevance(many, {0: 1.0}, hops=3)
     assert time.perf_counter() - t < 2.0
+
+
+class Ordered(frozenset):
+    """A token set that iterates in a given order (a set's order follows the process's string
+    hashing, PYTHONHASHSEED: it differs from run to run)."""
+
+    def __new__(cls, tokens: list[str]):
+        out = super().__new__(cls, tokens)
+        out.order = list(tokens)
+        return out
+
+    def __iter__(self):
+        return iter(self.order)
+
+
+def test_relevance_does_not_depend_on_the_order_a_set_iterates_in():
+    # 200 documents; token k is held by the first k + 2 and by the seed (the last): the first
+    # documents' scores are sums of terms of many weights, the same in whatever order they come
+    n, m = 200, 19
+    tokens = [f"tok_{k}" for k in range(m)]
+    base = [[t for k, t in enumerate(tokens) if d < k + 2] for d in range(n - 1)]
+    results = set()
+    for shift in range(m):
+        seed = Ordered(tokens[shift:] + tokens[:shift])
+        r = relevance([*map(Ordered, base), seed], {n - 1: 1.0}, hops=2, decay=0.5)
+        results.add(tuple(r))
+    assert len(results) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.text(alphabet=hs.sampled_from(list("aZ9_$@.-/\\ \t\n\x1c:;,'\"()é→")), max_size=60))
+def test_the_runs_of_a_text_are_the_regex_runs(text: str):
+    # ASCII text takes a faster path than the regex: the same runs
+    assert _words(text) == set(_WORD.findall(text))
+    assert _words(text.encode("ascii", "ignore").decode()) == set(
+        _WORD.findall(text.encode("ascii", "ignore").decode())
+    )

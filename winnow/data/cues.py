@@ -109,10 +109,15 @@ def has_test_pass(text: str) -> bool:
 
 # --- paths, urls, identifiers ----------------------------------------------------------------
 
+_SOURCE_EXT = r"\.(?:py|go|ts|tsx|js|jsx|rs|java|kt|rb|c|h|cpp|cs|md|json|ya?ml|toml|sh|ps1|sql|html|css|txt|cfg|ini|lock)\b"
 _PATH = re.compile(
     r"(?<![\w/.-])(?:[A-Za-z]:\\|\.{0,2}/)?(?:[\w.-]+[/\\])+[\w.-]+|"
-    r"(?<![\w/.-])[\w-]+\.(?:py|go|ts|tsx|js|jsx|rs|java|kt|rb|c|h|cpp|cs|md|json|ya?ml|toml|sh|ps1|sql|html|css|txt|cfg|ini|lock)\b"
+    r"(?<![\w/.-])[\w-]+" + _SOURCE_EXT
 )
+# What every match of _PATH holds: a separator (its first form), or a source file's extension
+# (its second). Most lines hold neither, and these rule them out several times sooner than
+# _PATH's lookbehind at every position (has_path).
+_EXTENSION = re.compile(_SOURCE_EXT)
 _URL = re.compile(r"https?://\S+")
 # A call `name(`: the name is a run of word characters and dots right before "(". The
 # leftmost start that `\b([A-Za-z_][\w.]*[A-Za-z_0-9])\(` would take in a run is found once
@@ -142,6 +147,8 @@ def _call_names(text: str) -> list[str]:
 
 def has_path(text: str) -> bool:
     """A file path (with a directory part or a known source extension)."""
+    if "/" not in text and "\\" not in text and _EXTENSION.search(text) is None:
+        return False
     return _PATH.search(text) is not None
 
 

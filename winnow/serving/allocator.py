@@ -66,14 +66,29 @@ def allocate(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None
     return current
 
 
-def allocate_exact(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None:
+def allocate_exact(
+    items: Sequence[Sequence[Option]],
+    budget: int,
+    needs: Sequence[Sequence[bool]] | None = None,
+) -> list[int] | None:
     """The most value `budget` holds, one option per item (the first of equally good ones);
     None when even the cheapest options together exceed it. O(budget x options) time. A
-    negative cost (a rendition its count puts under nothing) counts as 0."""
+    negative cost (a rendition its count puts under nothing) counts as 0.
+
+    `needs[i][k]`: option k of item i meets a requirement that the choice must meet at least
+    once, whenever a choice within the budget can (a request needs a message): the most
+    value among such choices (else the most value)."""
     if budget < 0:
         return None
     if sum(min(max(0, o.cost) for o in opts) for opts in items) > budget:
         return None
+    out = _exact(items, budget)
+    if needs is None or any(needs[i][k] for i, k in enumerate(out)):
+        return out
+    return _exact_meeting(items, budget, needs) or out
+
+
+def _exact(items: Sequence[Sequence[Option]], budget: int) -> list[int]:
     best = np.zeros(budget + 1)  # the most value of the items so far at each budget
     picks = np.zeros((len(items), budget + 1), dtype=np.int32)
     for i, opts in enumerate(items):
@@ -94,6 +109,45 @@ def allocate_exact(items: Sequence[Sequence[Option]], budget: int) -> list[int] 
     for i in range(len(items) - 1, -1, -1):
         k = int(picks[i][b])
         out[i] = k
+        b -= max(0, items[i][k].cost)
+    return out
+
+
+def _exact_meeting(
+    items: Sequence[Sequence[Option]], budget: int, needs: Sequence[Sequence[bool]]
+) -> list[int] | None:
+    """`_exact` over two layers of states, before and after an option that meets the
+    requirement; None when no choice within the budget meets it."""
+    n = len(items)
+    best = [np.zeros(budget + 1), np.full(budget + 1, -np.inf)]  # [not met yet, met]
+    picks = np.zeros((2, n, budget + 1), dtype=np.int32)
+    was_met = np.zeros((n, budget + 1), dtype=bool)  # a met state's previous layer
+    for i, opts in enumerate(items):
+        new = [np.full(budget + 1, -np.inf), np.full(budget + 1, -np.inf)]
+        for k, o in enumerate(opts):
+            c = max(0, o.cost)
+            if c > budget:
+                continue
+            # (from, to) layers: an option that meets the requirement leads to "met"
+            moves = ((1, 1), (0, 1)) if needs[i][k] else ((0, 0), (1, 1))
+            for src, dst in moves:
+                cand = np.full(budget + 1, -np.inf)
+                cand[c:] = best[src][: budget + 1 - c] + o.value
+                better = cand > new[dst]
+                new[dst][better] = cand[better]
+                picks[dst][i][better] = k
+                if dst == 1:
+                    was_met[i][better] = src == 1
+        best = new
+    if not np.isfinite(best[1]).any():
+        return None
+    out = [0] * n
+    b = int(np.argmax(best[1]))  # the least budget that holds the most value
+    layer = 1
+    for i in range(n - 1, -1, -1):
+        k = int(picks[layer][i][b])
+        out[i] = k
+        layer = int(was_met[i][b]) if layer == 1 else 0
         b -= max(0, items[i][k].cost)
     return out
 

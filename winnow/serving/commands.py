@@ -177,6 +177,10 @@ def _run_compress(args: argparse.Namespace) -> int:
     results = []
     emptied: list[str] = []  # sessions with nothing left under the limit: no output of their own
     for sid, units in sessions.items():
+        if args.to != "normalized" and not any(u.role in ("user", "assistant") for u in units):
+            # e.g. an Aider session of start-up notes: no limit makes it a request the API takes
+            emptied.append(f"session {sid}: no user or assistant message, so no request")
+            continue
         limit = count if count is not None else args.limit.strip()  # a share of what is sent
         llm = (
             _request_model(units, args.to)
@@ -211,7 +215,7 @@ def _run_compress(args: argparse.Namespace) -> int:
         if body is not None and not any(
             isinstance(m, dict) and m.get("role") in ("user", "assistant")
             for m in body.get("messages") or ()
-        ):  # e.g. an Aider session of start-up notes: the API rejects a request without one
+        ):  # every message went under the limit: the API rejects a request without one
             emptied.append(f"session {sid}: no user or assistant message, so no request")
             continue
         results.append((sid, limit, result, body))

@@ -134,6 +134,12 @@ class CompressorConfig:
     summary_ratio: float = 0.25  # the summary `compress(units, None)` writes: this share...
     min_summary_tokens: int = 48  # ...but at least this many tokens (the shortest offered)...
     max_summary_tokens: int = 400  # ...and at most this many
+    # The shortest extractive summary of a unit that is not must-keep in an input of at most
+    # EXACT_TOKENS tokens (allocated exactly): its limit is a few hundred tokens or less, where
+    # a 48-token step is a good share of the room the other units leave. With 48, 8 sessions
+    # of ../shared/traces (limits of 51-100 tokens at 30%) used 43-88% of it; with 12, 90.8%
+    # at the least (scripts/check_headline.py).
+    small_min_summary_tokens: int = 12
     summary_step: float = 1.1  # summaries offered from the shortest up, this factor apart
     # Size term of a unit's value: linear up to this many tokens, a tenth as steep beyond.
     value_saturation_tokens: int = 800
@@ -371,8 +377,9 @@ class SemanticCompressor:
     def must_keep(self, units: Sequence[Unit]) -> list[bool]:
         """Which units are kept verbatim whatever the limit (short of a must-keep overflow)."""
         pinned = pin_matcher(self.config.pins)
+        protected = self.config.protected
         return [
-            _is_must_keep(c, sc, self.config) or pinned(u)
+            _is_must_keep(c, sc, self.config, protected) or pinned(u)
             for u, (c, sc) in zip(units, self._labels(units), strict=True)
         ]
 
@@ -441,25 +448,30 @@ def provider_of(units: Sequence[Unit]) -> str:
     return "anthropic"
 
 
-def _next_weight(category: str, config: CompressorConfig) -> float | None:
+def _next_weight(
+    category: str, config: CompressorConfig, protected: frozenset[str]
+) -> float | None:
     """The weight of the next category above `category` in the taxonomy's priority that is
-    not must-keep (None when there is none)."""
+    not must-keep (`protected`: `config.protected`, computed once by the caller) (None when
+    there is none)."""
     order = list(CATEGORIES)
     if category not in order:
         return None
     above = [
         config.weights[k]
         for k in order[: order.index(category)]
-        if k not in config.protected and config.weights.get(k, 0.0) > 0
+        if k not in protected and config.weights.get(k, 0.0) > 0
     ]
     return above[-1] if above else None
 
 
-def _is_must_keep(category: str, scores: dict[str, float], config: CompressorConfig) -> bool:
-    if category in config.protected:
+def _is_must_keep(
+    category: str, scores: dict[str, float], config: CompressorConfig, protected: frozenset[str]
+) -> bool:
+    if category in protected:
         return True
     t = config.protect_threshold
-    return t is not None and sum(scores.get(c, 0.0) for c in config.protected) >= t
+    return t is not None and sum(scores.get(c, 0.0) for c in protected) >= t
 
 
 # --- what a unit costs as sent ------------------------------------------------------------------
@@ -617,6 +629,8 @@ class Info:
     error_floor: bool = False
     errors: str = ""  # its error lines (an error that names none: its first line)
     weighted: list[tuple[float, str]] | None = None  # see Plan._weighted
+    weight: float | None = None  # the sum of `weighted`'s weights
+    shares: dict[int, float] = field(default_factory=dict)  # see Plan._shares, by column
     relevance: float = 0.0  # see CompressorConfig.relevance_boost
     raised: float = 1.0  # what relevance multiplied its value by
     forms: list[Form] = field(default_factory=list)
@@ -675,6 +689,7 @@ class Plan:
         c = self.config
         units = self.units
         pinned = pin_matcher(c.pins)
+        protected = c.protected  # a property that builds a set: once, not once per unit
         boosts = self._boosts(labels)
         relevant = self._relevance()
         last_turn = final_turn(units)
@@ -690,10 +705,11 @@ class Plan:
             raise_ = 1.0 + c.relevance_boost * relevant[i]
             top = max(scores.values(), default=0.0) / total
             if relevant[i] and top >= c.relevance_confident and importance > 0:
-                ceiling = _next_weight(cat, c)
+                ceiling = _next_weight(cat, c, protected)
                 if ceiling is not None:  # stays under the next category above it
                     raise_ = max(1.0, min(raise_, 0.99 * ceiling / importance))
             density = importance * boosts[i] * raise_
+            is_pinned = pinned(u)
             info = Info(
                 unit=u,
                 category=cat,
@@ -701,8 +717,8 @@ class Plan:
                 tokens=n,
                 value=density * self._size(n),
                 density=density,
-                must_keep=_is_must_keep(cat, scores, c) or pinned(u),
-                pinned=pinned(u),
+                must_keep=_is_must_keep(cat, scores, c, protected) or is_pinned,
+                pinned=is_pinned,
                 forced=u.kind == "thinking" and i in last_turn,
                 paired=paired,
                 leading=i < leading,
@@ -801,8 +817,13 @@ class Plan:
 
     def _shares(self, info: Info, col: int) -> float:
         """The probability-weighted share of the unit's value a rendition keeps (SHARES col)."""
-        pairs = self._weighted(info)
-        return sum(a * SHARES[k][col] for a, k in pairs) / sum(a for a, _k in pairs)
+        share = info.shares.get(col)
+        if share is None:  # asked for each rendition of the unit: worked out once
+            pairs = self._weighted(info)
+            share = info.shares[col] = sum(a * SHARES[k][col] for a, k in pairs) / sum(
+                a for a, _k in pairs
+            )
+        return share
 
     def _forms(self, i: int) -> list[Form]:
         """Every rendition of unit i, verbatim first, dropped last."""
@@ -851,18 +872,30 @@ class Plan:
             return []
         lines, keep = st.outline(text)
         count = self.costs.counter.count
-        runs: list[list[int]] = []  # the token counts of each elided run's lines, in order
+        runs: list[list[str]] = []  # each elided run's lines, in order
         for k, line in enumerate(lines):
             if keep[k] or k == 0:
                 runs.append([])
-            elif runs:
-                runs[-1].append(count(line[: st.MAX_LINE_CHARS]) + 1)
+            else:
+                runs[-1].append(line)
         runs = [r for r in runs if len(r) >= st.MIN_ELIDED]
+        # Each run's lines are counted as the steps reach them: a step keeps the first `head`
+        # lines of the runs at least MIN_ELIDED longer, so the tail of a run (a third of its
+        # lines, about) is never counted (one tokenizer call a line: 30 ms of the cold run of
+        # scripts/bench_compress_speed.py).
+        counted = [0] * len(runs)  # lines counted of each run...
+        heads = [0] * len(runs)  # ...and their tokens, a newline each
         out: list[Form] = []
         n, c0 = info.tokens + info.opening, base.cost
         head = 2
         while runs and head < 4096:
-            extra = sum(sum(r[:head]) for r in runs if len(r) >= st.MIN_ELIDED + head)
+            extra = 0
+            for j, run in enumerate(runs):
+                if len(run) >= st.MIN_ELIDED + head:
+                    for line in run[counted[j] : head]:
+                        heads[j] += count(line[: st.MAX_LINE_CHARS]) + 1
+                    counted[j] = head
+                    extra += heads[j]
             cost = c0 + extra
             if cost >= 0.97 * n:
                 break
@@ -890,13 +923,19 @@ class Plan:
         return None
 
     def _first_summary(self, info: Info) -> int:
-        """The shortest summary of a unit (whole cost, tokens): min_summary_tokens of text,
-        and room for its error lines."""
+        """The shortest summary of a unit (whole cost, tokens): min_summary_tokens of text
+        (small_min_summary_tokens, see below), and room for its error lines."""
         c = self.config
-        first = c.min_summary_tokens
+        # An input allocated exactly is small, and so is its limit: a finer ladder for the
+        # units the allocation chooses for (a must-keep unit is summarized only on an overflow,
+        # and then not to a dozen tokens), when summaries are free (a model is not called to
+        # write a dozen tokens: a summary paid for is kept, and one that fills the limit to the
+        # token leaves no room for what the renderer adds between units)
+        small = self._exact and self._free_summaries and not (info.must_keep or info.forced)
+        first = c.small_min_summary_tokens if small else c.min_summary_tokens
         errors = info.errors
         if errors:  # a summary holds the error lines, whatever else it keeps
-            first = max(first, self.costs.counter.count(errors) + c.min_summary_tokens // 2)
+            first = max(first, self.costs.counter.count(errors) + first // 2)
         return first + info.tokens - self.costs.counter.count(info.unit.text)
 
     def _summary_share(self, info: Info, target: int) -> float:
@@ -904,7 +943,9 @@ class Plan:
         its note keeps (a summary holds the error lines a note would) and part of the rest."""
         r = min(1.0, max(0, target) / max(1, info.tokens))
         pairs = self._weighted(info)
-        rest = sum(a * r ** SHARES[k][1] for a, k in pairs) / sum(a for a, _k in pairs)
+        if info.weight is None:
+            info.weight = sum(a for a, _k in pairs)
+        rest = sum(a * r ** SHARES[k][1] for a, k in pairs) / info.weight
         note = self._shares(info, 3 if info.errors else 2)
         return note + (1 - note) * rest
 
@@ -1016,22 +1057,21 @@ class Plan:
         """The upper hull of the sums of two units' renditions: from both cheapest, each
         step the more valuable per token of the two sides' next hull steps."""
 
-        def chain(k: int, forms: list[Form]) -> list[Form]:
+        def chain(k: int, forms: list[Form]) -> tuple[list[Form], list[float]]:
             opts = [Option(f.cost, self._value(k, f)) for f in forms]
-            start = cheapest(opts)
-            return [forms[n] for n in hull(opts, start)]
+            steps = hull(opts, cheapest(opts))
+            return [forms[n] for n in steps], [opts[n].value for n in steps]
 
-        ca, cb = chain(i, a), chain(j, b)
+        (ca, va), (cb, vb) = chain(i, a), chain(j, b)
 
-        def slope(k: int, c: list[Form], n: int) -> float:
+        def slope(c: list[Form], v: list[float], n: int) -> float:
             dc = c[n + 1].cost - c[n].cost
-            dv = self._value(k, c[n + 1]) - self._value(k, c[n])
-            return dv / dc if dc > 0 else float("inf")
+            return (v[n + 1] - v[n]) / dc if dc > 0 else float("inf")
 
         out = [(ca[0], cb[0])]
         x = y = 0
         while x + 1 < len(ca) or y + 1 < len(cb):
-            if y + 1 >= len(cb) or (x + 1 < len(ca) and slope(i, ca, x) >= slope(j, cb, y)):
+            if y + 1 >= len(cb) or (x + 1 < len(ca) and slope(ca, va, x) >= slope(cb, vb, y)):
                 x += 1
             else:
                 y += 1
@@ -1054,9 +1094,20 @@ class Plan:
                 return max(range(len(opts)), key=key)
 
             picks = [as_strategy(item, o) for item, o in zip(self.items, options, strict=True)]
+        elif self._exact:
+            # A request needs a message: an output of system units alone is none (the CLI
+            # leaves it out), so the allocation keeps a user or agent unit whenever one fits
+            # (an Aider session whose start-up notes outweigh its one-word request).
+            needs = [
+                [
+                    any(f.unit is not None and f.unit.role != "system" for f in forms)
+                    for _o, forms in opts
+                ]
+                for opts in options
+            ]
+            picks = allocate_exact([[o for o, _f in opts] for opts in options], budget, needs)
         else:
-            solve = allocate_exact if self._exact else allocate
-            picks = solve([[o for o, _f in opts] for opts in options], budget)
+            picks = allocate([[o for o, _f in opts] for opts in options], budget)
         if picks is None:  # the must-keep floor alone is over: keep the floor
             picks = [cheapest([o for o, _f in opts]) for opts in options]
         choice: dict[int, Form] = {}
@@ -1379,9 +1430,12 @@ class Plan:
             value = sum(self._value(i, choice[i]) for i in item)
             return value / max(1, sum(choice[i].cost for i in item)), k
 
+        def paid(k: int) -> bool:  # a model's summary, written: kept while anything else can go
+            return any(i in self._locked for i in self.items[k])
+
         order = sorted(
             (k for k, item in enumerate(self.items) if not any(self.info[i].forced for i in item)),
-            key=lambda k: (any(self.info[i].must_keep for i in self.items[k]), worth(k)),
+            key=lambda k: (any(self.info[i].must_keep for i in self.items[k]), paid(k), worth(k)),
         )
         over = self.costs.total(self._output(choice)) - limit
         freed = 0
@@ -1437,9 +1491,18 @@ class Plan:
                     errors[k] = e
                     left = jobs[k][1] - self.costs.counter.count(e) - 1
                     jobs[k] = (self.info[i].unit.text, max(1, left))
-        texts = summarize_all(
-            self.summarizer, jobs, self.config.summary_concurrency, fallback=self._extractive
+        # an error whose lines leave the summary no room is its error lines: no call (its
+        # answer would be thrown away)
+        ask = [k for k, (_text, n) in enumerate(jobs) if k not in errors or n > 1]
+        texts = [""] * len(jobs)
+        answers = summarize_all(
+            self.summarizer,
+            [jobs[k] for k in ask],
+            self.config.summary_concurrency,
+            fallback=self._extractive,
         )
+        for k, text in zip(ask, answers, strict=True):
+            texts[k] = text
         for k, (i, text) in enumerate(zip(todo, texts, strict=True)):
             if k in errors:
                 text = errors[k] + "\n" + text if jobs[k][1] > 1 else errors[k]
