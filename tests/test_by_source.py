@@ -261,3 +261,22 @@ def test_cli_recipes_transformer_gold_and_teacher(capsys):
     assert "the transformer-teacher recipe needs --teacher DIR" in capsys.readouterr().err
     assert main(["evaluate", "--by-source", "--recipes", "transformer-silver"]) != 0
     assert "transformer-gold, transformer-teacher" in capsys.readouterr().err
+
+
+def test_ngram_v2_recipe_encodes_with_its_own_spec():
+    """`--recipes ngram,ngram-v2` in one run: each recipe hashes the corpus its own way."""
+    pytest.importorskip("torch")
+    from winnow.classifier.ngrams import BagSpec
+    from winnow.training.by_source import Prepared
+    from winnow.training.commands import _recipes
+    from winnow.training.corpus import Corpus
+
+    (v1,) = _recipes(["ngram"], teacher=False)
+    (v2,) = _recipes(["ngram-v2"], teacher=False)
+    assert v1.config is None and v2.config.spec.version == 2
+    unit = Unit(id="s:0", session_id="s", index=0, role="assistant", kind="text",
+                text="I’m checking /home/dev/app/src/main.py now.")  # fmt: skip
+    data = Prepared(Corpus([unit], np.array([0]), np.array([True]), ["hand"], ["s"]))
+    old, new = data.inputs(True), data.inputs(True, spec=v2.config.spec)
+    assert data.inputs(True, spec=BagSpec()) is old  # the default spec is v1, cached once
+    assert not np.array_equal(old.ids, new.ids)

@@ -12,7 +12,16 @@ import numpy as np
 import pytest
 
 from winnow.classifier.bag import NEIGHBOUR_MASK, BagEncoder, session_order
-from winnow.classifier.ngrams import BagSpec, Hasher, group_weights, words
+from winnow.classifier.ngrams import (
+    NGRAM_VERSIONS,
+    BagSpec,
+    Hasher,
+    cues,
+    group_weights,
+    is_prose,
+    split_harness,
+    words,
+)
 from winnow.data.schema import CATEGORIES, CATEGORY_INDEX, MUST_KEEP, Unit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,10 +84,17 @@ def test_long_units_keep_head_and_tail():
     assert set(h.unit_ids("omega")[0].tolist()) <= ids
 
 
-def test_batch_ids_equal_unit_ids(units):
-    h = Hasher()
+@pytest.mark.parametrize("version", NGRAM_VERSIONS)
+def test_batch_ids_equal_unit_ids(units, version):
+    h = Hasher(BagSpec(version=version))
     prev, nxt = session_order(units)
-    batch = h.batch_ids([u.text for u in units], [u.tool_name for u in units], prev, nxt)
+    batch = h.batch_ids(
+        [u.text for u in units],
+        [u.tool_name for u in units],
+        prev,
+        nxt,
+        [is_prose(u.role, u.kind) for u in units],
+    )
     for i, u in enumerate(units):
         own, as_prev, as_next = h.unit_ids(u.text, u.tool_name)
         groups = [own]
@@ -86,6 +102,7 @@ def test_batch_ids_equal_unit_ids(units):
             groups.append(h.unit_ids(units[prev[i]].text, units[prev[i]].tool_name)[1])
         if nxt[i] >= 0:
             groups.append(h.unit_ids(units[nxt[i]].text, units[nxt[i]].tool_name)[2])
+        groups.append(h.cue_ids(u.text, is_prose(u.role, u.kind)))
         ids, w = group_weights(groups)
         o = batch.offsets
         assert np.array_equal(batch.ids[o[i] : o[i + 1]], ids)
@@ -136,8 +153,9 @@ def test_neighbour_features_do_not_depend_on_the_view(units):
 # --- training, export, serving (torch) ---------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def trained(rows, units, tmp_path_factory):
+@pytest.fixture(scope="module", params=NGRAM_VERSIONS, ids=lambda v: f"ngram-v{v}")
+def trained(rows, units, tmp_path_factory, request):
+    """A tiny model of each n-gram spec version: serving must hash as training did."""
     pytest.importorskip("torch")
     pytest.importorskip("onnx")
     from winnow.classifier.config import BagModelConfig
@@ -145,7 +163,7 @@ def trained(rows, units, tmp_path_factory):
     from winnow.training.bag_export import save_bag_model
     from winnow.training.bag_trainer import BagTrainConfig, BagTrainer
 
-    spec = BagSpec(buckets=1 << 10)
+    spec = BagSpec(buckets=1 << 10, version=request.param)
     enc = BagEncoder(spec)
     views = [enc.encode(units, online=True), enc.encode(units)]
     y = np.zeros((len(rows), len(CATEGORIES)), np.float32)
@@ -293,3 +311,84 @@ def test_session_classifier_on_real_sessions_equals_online_batch():
     assert [p.category for p in live] == [p.category for p in batch]
     worst = max(abs(a.scores[c] - b.scores[c]) for a, b in zip(live, batch) for c in a.scores)
     assert worst < 1e-5
+
+
+_MIXED = "I’m checking /home/dev/agentv/src/hooks.go: exit code 1, commit a8da45f, 35.8KB."
+
+
+def test_version_1_models_are_hashed_as_they_were_trained():
+    """A model records its n-gram spec version; version 1 (the shipped winnow-small of
+    0.1) must keep its exact ids, pinned from the code that trained it."""
+    ids = Hasher(BagSpec(version=1)).unit_ids(_MIXED, "Bash")[0].tolist()
+    assert ids == [
+        10240, 11119, 15334, 3760, 1614, 6596, 10013, 4948, 9537, 9151, 13743, 15733, 7539,
+        13743, 4892, 3152, 14337, 9615, 374, 14602, 6695, 3255, 8330, 332, 8858, 11792, 2344,
+        9336, 4974, 13315,
+    ]  # fmt: skip
+    assert len(Hasher(BagSpec(version=1)).cue_ids(_MIXED, "assistant")) == 0
+    with pytest.raises(ValueError, match="spec v99"):
+        Hasher(BagSpec(version=99))
+
+
+def test_version_2_words_carry_over_projects_and_agents():
+    h = Hasher(BagSpec(version=2))
+
+    def own(text: str) -> list[int]:
+        return sorted(h.unit_ids(text)[0].tolist())
+
+    assert own("I’m checking it") == own("I'm checking it")  # Codex quotes, Claude's
+    assert own("see /home/dev/agentv/src/hooks.go now") == own("see ./cli/cmd/root.go now")
+    assert own("see src/a/b.py") != own("see src/a/b.go")  # the file extension stays
+    assert own("docs at https://github.com/a/b/pull/12") == own("docs at http://x.org/y")
+    assert own("commit a8da45f pushed") == own("commit 0c1d2e3 pushed")  # hex ids
+    assert own("took 30s and 8kb") == own("took 2ms and 100mb")  # numbers with a unit
+    assert own("checking the tests") != own("checking the docs")  # words stay words
+
+
+CODEX = "Chunk ID: a8da45\nWall time: 0.13 seconds\nProcess exited with code {}\n"
+CODEX += "Original token count: 79\nOutput:\nok 12 tests passed\n"
+
+
+def test_version_2_leaves_a_harness_header_out_and_keeps_its_exit_code():
+    h = Hasher(BagSpec(version=2))
+    body = "ok 12 tests passed\n"
+    assert sorted(h.unit_ids(CODEX.format(0))[0].tolist()) == sorted(h.unit_ids(body)[0].tolist())
+    assert cues(h.clip(CODEX.format(0)), split_harness(CODEX.format(0))[1], prose=False) == [
+        b"exit=0"
+    ]
+    assert split_harness(CODEX.format(2)) == (body, 2)
+    assert cues("error: 3 failed\n<shellId: 5 completed with exit code 1>", prose=False) == [
+        b"exit!=0"
+    ]
+    thinking = "<thinking-content-7bbeb8e1441453ad>\n\nHere's a plan."
+    assert split_harness(thinking) == ("Here's a plan.", None)
+    assert split_harness("Wall time is what we measure") == ("Wall time is what we measure", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Let me look at the tests.", {b"announce_first", b"sentences=1"}),
+        (
+            "The target exists now. I’m adding the prompt, then I’ll inject it.",
+            {b"announce_later", b"announce_last", b"sentences=2"},
+        ),
+        (
+            "The flake is a fake-timer race on retry 3, not the heartbeat, because the clock "
+            "is mocked.",
+            {b"finding", b"sentences=1"},
+        ),
+        ("I've fixed the import. Tests pass.", {b"did", b"sentences=2"}),
+        ("<environment_context>\n  <cwd>/x</cwd>", {b"tag", b"sentences=2"}),
+    ],
+)
+def test_version_2_prose_cues(text, expected):
+    assert set(cues(text)) == expected
+
+
+def test_a_tools_output_gets_no_prose_cues():
+    h = Hasher(BagSpec(version=2))
+    text = "Let me know if it fails. I'm running the tests."
+    assert is_prose("assistant", "text") and is_prose("user", "text")
+    assert not is_prose("tool", "tool_result") and not is_prose("assistant", "tool_call")
+    assert len(h.cue_ids(text, prose=False)) == 0 < len(h.cue_ids(text, prose=True))

@@ -25,7 +25,7 @@ from winnow.classifier.features import (
     batch_features,
     unit_features,
 )
-from winnow.classifier.ngrams import BagInputs, BagSpec, Hasher, group_weights
+from winnow.classifier.ngrams import BagInputs, BagSpec, Hasher, group_weights, is_prose
 from winnow.data.schema import Unit
 
 N_DENSE = 3 * N_FEATURES  # the unit's hand features, then its previous and next unit's
@@ -103,6 +103,7 @@ class BagEncoder:
             [u.tool_name for u in units],
             prev if context else none,
             nxt if context else none,
+            [is_prose(u.role, u.kind) for u in units],
         )
         zero = np.zeros((1, N_FEATURES), np.float32)
         padded = np.concatenate([feats * NEIGHBOUR_MASK, zero])  # row -1: no neighbour
@@ -123,6 +124,7 @@ class BagEncoder:
         groups = [own]
         if seen is not None:
             groups.append(seen.prev_ids)
+        groups.append(h.cue_ids(unit.text or "", is_prose(unit.role, unit.kind)))
         ids, weights = group_weights([g for g in groups if len(g)])
         dense = np.zeros(N_DENSE, np.float32)
         dense[:N_FEATURES] = feats

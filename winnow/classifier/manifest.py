@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from winnow.classifier.features import FEATURE_NAMES, FEATURE_VERSION
-from winnow.classifier.ngrams import NGRAM_VERSION
+from winnow.classifier.ngrams import NGRAM_VERSIONS
 from winnow.data.schema import CATEGORIES
 
 FORMAT_VERSION = 3
@@ -189,10 +189,11 @@ def parse_manifest(d: Any, where: Path) -> Manifest:
         if bag["buckets"] & (bag["buckets"] - 1):
             raise ck.fail("bag.buckets", "a power of two", bag["buckets"])
         # Another version hashes other tokens: the model would run, silently wrong.
-        if bag["version"] != NGRAM_VERSION:
+        if bag["version"] not in NGRAM_VERSIONS:
             raise ModelError(
                 f"{where}: trained on n-gram spec v{bag['version']} but this winnow hashes "
-                f"v{NGRAM_VERSION}; retrain the model or use a matching winnow"
+                f"v{', v'.join(map(str, NGRAM_VERSIONS))}; retrain the model or use a "
+                "matching winnow"
             )
         for k in ("hidden", "n_dense", "n_labels"):
             _Check(where).int_(model, k, low=1)

@@ -319,7 +319,7 @@ class ImportanceClassifier:
     def _bag_one(self, unit: Unit, context: Context | None) -> np.ndarray:
         """The n-gram inputs of one unit, its neighbours taken from `context`."""
         from winnow.classifier.bag import NEIGHBOUR_MASK
-        from winnow.classifier.ngrams import group_weights
+        from winnow.classifier.ngrams import group_weights, is_prose
 
         h = self.bag.hasher
         own, _, _ = h.unit_ids(unit.text or "", unit.tool_name)
@@ -340,6 +340,7 @@ class ImportanceClassifier:
                 dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = (
                     unit_features(other) * NEIGHBOUR_MASK
                 )
+        groups.append(h.cue_ids(unit.text or "", is_prose(unit.role, unit.kind)))
         ids, weights = group_weights(groups)
         return self.run_bag(ids, weights, dense)
 

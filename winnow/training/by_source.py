@@ -125,13 +125,15 @@ class Prepared:
     corpus: Corpus
     spec: BagSpec = field(default_factory=BagSpec)
     embeddings: np.ndarray | None = None  # [N, dim] teacher encoder, when given
-    _inputs: dict[tuple[bool, bool], BagInputs] = field(default_factory=dict)
+    _inputs: dict[tuple[bool, bool, BagSpec], BagInputs] = field(default_factory=dict)
     _teacher: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
 
-    def inputs(self, online: bool, context: bool = True) -> BagInputs:
-        key = (online, context)
+    def inputs(self, online: bool, context: bool = True, spec: BagSpec | None = None) -> BagInputs:
+        """The encoded corpus in one view (`spec`: how to hash it, default `self.spec`)."""
+        spec = spec or self.spec
+        key = (online, context, spec)
         if key not in self._inputs:
-            self._inputs[key] = BagEncoder(self.spec).encode(self.corpus.units, online, context)
+            self._inputs[key] = BagEncoder(spec).encode(self.corpus.units, online, context)
         return self._inputs[key]
 
     def teacher_probs(self, held_out: str, train: np.ndarray, seed: int) -> np.ndarray:
@@ -197,15 +199,15 @@ class BagRecipe:
     def fit_predict(self, data, held_out, train, test, seed):
         from winnow.training.bag_trainer import BagTrainConfig, BagTrainer, predict_logits, softmax
 
-        config = replace(self.config or BagTrainConfig(), seed=seed)
+        config = replace(self.config or BagTrainConfig(spec=data.spec), seed=seed)
         targets, weights, sure = self.training_targets(data, held_out, train, seed)
         rows = train[weights[train] > 0]
         views = (True, False)
-        inputs = [data.inputs(v, self.context).subset(rows) for v in views]
+        inputs = [data.inputs(v, self.context, config.spec).subset(rows) for v in views]
         model = BagTrainer(config).fit(inputs, targets[rows], weights[rows], sure[rows])
         return {
             ("online" if v else "batch"): softmax(
-                predict_logits(model, data.inputs(v, self.context).subset(test))
+                predict_logits(model, data.inputs(v, self.context, config.spec).subset(test))
             )
             for v in views
         }

@@ -132,6 +132,7 @@ RECIPES = (
     "ngram-gold",
     "ngram-heuristic",
     "ngram-nocontext",
+    "ngram-v2",
     "teacher",
     "transformer",
     "transformer-gold",
@@ -197,6 +198,8 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
 
 
 def _recipes(names: list[str], teacher: bool):
+    from winnow.classifier.ngrams import BagSpec
+    from winnow.training.bag_trainer import BagTrainConfig
     from winnow.training.by_source import BagRecipe, TeacherRecipe, TransformerRecipe
 
     weak = "teacher" if teacher else "gold"
@@ -205,6 +208,10 @@ def _recipes(names: list[str], teacher: bool):
         "ngram-gold": lambda: BagRecipe("ngram-gold", targets="gold"),
         "ngram-heuristic": lambda: BagRecipe("ngram-heuristic", targets="heuristic"),
         "ngram-nocontext": lambda: BagRecipe("ngram-nocontext", targets=weak, context=False),
+        # n-gram spec v2 (winnow.classifier.ngrams): shapes, harness headers, prose cues
+        "ngram-v2": lambda: BagRecipe(
+            "ngram-v2", BagTrainConfig(spec=BagSpec(version=2)), targets=weak
+        ),
         "teacher": lambda: TeacherRecipe(),
         "transformer": lambda: TransformerRecipe(),
         "transformer-gold": lambda: TransformerRecipe("transformer-gold", targets="gold"),
