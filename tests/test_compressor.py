@@ -941,3 +941,22 @@ def test_relevance_never_lifts_a_unit_across_the_taxonomy_priority() -> None:
             result = comp.compress(units, int(sent(units) * share))
             assert next(r for r in result.records if r.id == "s:1").relevance > 0.3
             assert _kept_rank(result, "s:1") <= _kept_rank(result, "s:2"), share
+
+
+@pytest.mark.parametrize("policy", ["summarize", "truncate_oldest"])
+def test_the_users_words_outlast_what_they_attached(policy) -> None:
+    """A request of a sentence, two images, a voice note and two files (9,435 tokens) under a
+    60-token limit: the sentence is the request and goes last, whatever the overflow policy;
+    attachments give way before it. (It went the other way round: the last attachment counted
+    as the latest user message, and the words were dropped before it.)"""
+    from winnow.data import parse
+
+    body = json.loads((FIXTURES.parent / "roundtrip" / "openai" / "multimodal.json").read_text())
+    units = list(parse(body))
+    comp = SemanticCompressor(
+        config=CompressorConfig(on_must_keep_overflow=policy, target="openai")
+    )
+    res = comp.compress(units, 60)
+    kept = {u.id: u.text for u in res.units}
+    assert kept.get(units[0].id) == units[0].text  # the user's sentence, verbatim
+    assert validate_openai(res.to_openai()) == []

@@ -760,10 +760,15 @@ class Plan:
         c = self.config
         units = self.units
         boost = [1.0] * len(units)
+        # the user's words, not what they attached: an image or a file in the latest user
+        # message is not what must go last (it went last, and the words went before it)
         asks = [
             i
             for i, u in enumerate(units)
-            if u.role == "user" and u.kind == "text" and labels[i][0] not in DROPPABLE
+            if u.role == "user"
+            and u.kind == "text"
+            and not u.extra.get("media_tokens")
+            and labels[i][0] not in DROPPABLE
         ]
         self.asks = (asks[0], asks[-1]) if asks else ()
         if asks:
