@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from winnow.data.schema import Unit
+
 _I = re.IGNORECASE
 _IM = re.IGNORECASE | re.MULTILINE
 
@@ -458,16 +460,18 @@ def is_housekeeping_command(name: str) -> bool:
     return name.lower().lstrip("/") in HOUSEKEEPING_COMMANDS
 
 
-def is_settled_boilerplate(role: str | None, kind: str | None, text: str) -> bool:
+def is_settled_boilerplate(unit: Unit) -> bool:
     """Whether TAXONOMY.md itself calls the unit boilerplate, whatever a model says: harness
     noise (a system reminder, a local command's caveat or output, an interrupted-request
     marker), a housekeeping slash command (/clear, /model, /cost, /compact), empty or
-    placeholder content. The hand labels agree on 371 of the 375 units it settles."""
-    if kind == "tool_call":
+    placeholder content. A call, or a unit carrying media (an image's text is a placeholder),
+    never is. The hand labels agree on 371 of the 375 units it settles."""
+    if unit.kind == "tool_call" or unit.extra.get("media_tokens"):
         return False
+    text = unit.text or ""
     if is_boilerplate_marker(text) or is_placeholder(text):
         return True
-    if role == "user" and kind == "text":
+    if unit.role == "user" and unit.kind == "text":
         cmd = slash_command(text)
         return cmd is not None and is_housekeeping_command(cmd[0])
     return False

@@ -270,9 +270,7 @@ class ImportanceClassifier:
             pred = np.where(flip, keep[probs[:, keep].argmax(1)], pred)
         if units is not None and self._boilerplate is not None:
             for i, u in enumerate(units):
-                if not u.extra.get("media_tokens") and is_settled_boilerplate(
-                    u.role, u.kind, u.text or ""
-                ):
+                if is_settled_boilerplate(u):
                     pred[i] = self._boilerplate
         return pred
 

@@ -109,13 +109,7 @@ def decide(
 
 def settled_boilerplate(units: Sequence[Unit]) -> np.ndarray:
     """Which units the served classifier calls boilerplate whatever its model says."""
-    return np.array(
-        [
-            not u.extra.get("media_tokens") and is_settled_boilerplate(u.role, u.kind, u.text or "")
-            for u in units
-        ],
-        bool,
-    )
+    return np.array([is_settled_boilerplate(u) for u in units], bool)
 
 
 @dataclass
