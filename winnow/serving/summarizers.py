@@ -32,21 +32,24 @@ log = logging.getLogger(__name__)
 
 Texts = str | Unit | Sequence[str | Unit]
 
+# Words of a line that states a finding. A line without one of these literals (lower case)
+# cannot match _CONCLUSION, and `str.find` rules most ASCII lines out far sooner than the
+# case-folding regex (see _concludes); the regex is built from them so the two cannot drift.
+_CONCLUSION_WORDS = (
+    "because", "therefore", "so the", "root cause", "caused by", "fixed", "resolved",
+    "conclusion", "result", "summary", "total", "passed", "failed", "succeeded", "decided",
+    "found", "instead", "works now", "confirmed", "verified",
+)  # fmt: skip
+_CONCLUSION_SUBJECTS = ("fix", "issue", "problem", "cause")  # "the fix is", "the cause was"
 _CONCLUSION = re.compile(
-    r"\b(?:because|therefore|so the|root cause|caused by|the (?:fix|issue|problem|cause) (?:is|was)|"
-    r"fixed|resolved|conclusion|result|summary|total|passed|failed|succeeded|decided|found|"
-    r"instead|works now|confirmed|verified)\b",
+    r"\b(?:"
+    + "|".join(map(re.escape, _CONCLUSION_WORDS))
+    + r"|the (?:"
+    + "|".join(_CONCLUSION_SUBJECTS)
+    + r") (?:is|was))\b",
     re.I,
 )
-# A literal that every match of _CONCLUSION holds (lower case): on ASCII text a line without
-# one cannot match, and `str.find` rules most lines out far sooner than the case-folding
-# regex (see _concludes).
-_CONCLUSION_WORDS = (
-    "because", "therefore", "so the", "root cause", "caused by", "the fix", "the issue",
-    "the problem", "the cause", "fixed", "resolved", "conclusion", "result", "summary", "total",
-    "passed", "failed", "succeeded", "decided", "found", "instead", "works now", "confirmed",
-    "verified",
-)  # fmt: skip
+_CONCLUSION_LITERALS = (*_CONCLUSION_WORDS, *(f"the {s}" for s in _CONCLUSION_SUBJECTS))
 _NUMBER = re.compile(r"\d")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])")
 MAX_LINE_CHARS = 300
@@ -274,7 +277,7 @@ def _concludes(line: str) -> bool:
     first (13 vs 5 ms on the lines ranked in scripts/bench_compress_speed.py)."""
     if line.isascii():
         low = line.lower()
-        if not any(w in low for w in _CONCLUSION_WORDS):
+        if not any(w in low for w in _CONCLUSION_LITERALS):
             return False
     return _CONCLUSION.search(line) is not None
 
