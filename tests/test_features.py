@@ -11,6 +11,8 @@ from winnow.classifier.features import (
     CLIP_HEAD,
     CLIP_TAIL,
     FEATURE_NAMES,
+    FEATURE_VERSION,
+    FEATURE_VERSIONS,
     N_FEATURES,
     TOOL_BUCKETS,
     Context,
@@ -192,9 +194,61 @@ def test_word_and_mark_cues(text, want):
     assert {n for n in f if n.startswith("cue=")} == want
 
 
-def test_fixture_features_are_pinned(rows):
-    """Which features of the fixture sessions are set is part of FEATURE_VERSION 3: change it
-    only with a new version (and a retrained model)."""
-    f = batch_features(rows)
+@pytest.mark.parametrize("version", [3, 4])
+def test_fixture_features_are_pinned(rows, version):
+    """Which features of the fixture sessions are set is part of each feature spec (v3 and v4
+    differ only on exit codes, which these sessions do not state): change a spec only with a
+    new version (and a retrained model)."""
+    f = batch_features(rows, version=version)
     digest = hashlib.sha256(np.packbits(f == 1.0).tobytes()).hexdigest()
     assert digest == "6eaf7099b3b7b627b394478e82034163391325f6be1325d3ad2d4deb1e8ab682"
+
+
+CODEX_OK = (
+    "Chunk ID: 5c1f\nWall time: 0.0521 seconds\nProcess exited with code 0\n"
+    "Original token count: 12\nOutput:\nall 12 tests passed\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text,nonzero",
+    [
+        (CODEX_OK, False),  # exit code zero is success
+        (CODEX_OK.replace("code 0", "code 1"), True),
+        ("bash: foo: command not found\nexit code 127", True),
+        ("Exit code: 2\nmake: *** [all] Error 2", True),
+        ("make: *** [all] Error 2\nexit status 2", True),
+        ("CalledProcessError: Command 'x' returned non-zero exit status 1.", True),
+        ('{"exit_code": 3, "stdout": ""}', True),
+        ("killed: exited with code -9", True),
+        ("exit code 0\nexit status: 0\nreturncode=0", False),
+        ("exit code 0, then exit code 10", True),  # any non-zero code
+        ("Exit code 1", True),
+        ("the exit code is documented in the README", False),  # no code stated
+        ("exited with code 00", False),
+    ],
+)
+def test_exit_nonzero_fires_on_a_non_zero_exit_code_only(text, nonzero):
+    unit = {"role": "tool", "kind": "tool_result", "text": text}
+    assert ("cue=exit_nonzero" in named(unit_features(unit))) is nonzero
+
+
+def test_spec_v3_is_still_computed_as_it_was():
+    """Models trained on v3 (winnow-small until its retraining) are served with v3's cue: its
+    substrings, "exited with" included."""
+    unit = {"role": "tool", "kind": "tool_result", "text": CODEX_OK}
+    assert "cue=exit_nonzero" in named(unit_features(unit, version=3))
+    assert "cue=exit_nonzero" not in named(unit_features(unit, version=4))
+    late = {"role": "tool", "kind": "tool_result", "text": "x\nexit status 2"}
+    assert "cue=exit_nonzero" not in named(unit_features(late, version=3))
+    np.testing.assert_array_equal(
+        batch_features([unit], version=3)[0], unit_features(unit, version=3)
+    )
+
+
+def test_unknown_feature_spec_is_refused():
+    assert FEATURE_VERSION == max(FEATURE_VERSIONS)
+    with pytest.raises(ValueError, match="feature spec v99: this winnow computes v3, v4"):
+        unit_features({"text": "x"}, version=99)
+    with pytest.raises(ValueError, match="feature spec v2"):
+        batch_features([{"text": "x"}], version=2)

@@ -43,6 +43,7 @@ HOSTILE = {
     "git commits": lambda n: "git commit " * (n // 11),
     "error words": lambda n: "a.b.c" * (n // 5),
     "prompts": lambda n: "(Y)es/(N)o ]:" * (n // 13),
+    "exit codes": lambda n: "exited with code -" * (n // 18),
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from winnow.classifier.features import Context
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.classifier import (
     ImportanceClassifier,
@@ -242,3 +243,56 @@ def test_what_the_taxonomy_settles_is_boilerplate_in_every_path(clf) -> None:
         "requirement",
         "boilerplate",
     ]
+
+
+def _as_feature_spec(tmp_path: Path, version: int) -> Path:
+    """The shipped model's directory with its manifest saying feature spec `version`."""
+    from winnow.training.export import write_checksums
+
+    model = tmp_path / f"v{version}"
+    shutil.copytree(default_model_path(), model)
+    config = json.loads((model / "config.json").read_text())
+    config["features"]["version"] = version
+    (model / "config.json").write_text(json.dumps(config))
+    write_checksums(model)
+    return model
+
+
+def test_a_model_is_served_with_the_feature_spec_it_was_trained_on(tmp_path):
+    """The network sees the hand features of its manifest's spec, in every path (batch, one
+    unit, unit by unit): v3 sets `exit_nonzero` on Codex's "Process exited with code 0", v4
+    does not. A model trained on v3 is served exactly as before v4 existed."""
+    from winnow.classifier.bag import BagEncoder
+    from winnow.classifier.features import FEATURE_NAMES
+    from winnow.classifier.ngrams import BagSpec
+    from winnow.serving.session import SessionClassifier
+
+    ok = "Wall time: 0.05 seconds\nProcess exited with code 0\nOutput:\nall 12 tests passed\n"
+    units = [
+        Unit("s:0", "s", 0, "user", "text", "Run the tests."),
+        Unit("s:1", "s", 1, "assistant", "tool_call", '{"cmd": "pytest"}', tool_name="exec", call_id="c"),
+        Unit("s:2", "s", 2, "tool", "tool_result", ok, tool_name="exec", call_id="c"),
+    ]  # fmt: skip
+    at = FEATURE_NAMES.index("cue=exit_nonzero")
+    got = {}
+    for version in (3, 4):
+        clf = ImportanceClassifier.load(_as_feature_spec(tmp_path, version))
+        assert clf.features(units)[2, at] == (version == 3)
+        bags = BagEncoder(BagSpec.from_dict(clf.manifest.bag), version).encode(units, online=True)
+        assert bags.dense[2, at] == (version == 3)
+        want = clf.session.run(
+            None,
+            {
+                "ids": bags.ids,
+                "weights": bags.weights[:, None],
+                "segments": np.repeat(np.arange(3), np.diff(bags.offsets))[:, None],
+                "dense": bags.dense,
+            },
+        )[0]
+        np.testing.assert_allclose(clf.predict_proba(units, online=True), want, atol=1e-6)
+        live = [list(p.scores.values()) for p in SessionClassifier(clf).extend(units)]
+        np.testing.assert_allclose(live, want, atol=1e-5)
+        one = clf.predict_one(units[2], Context(3, units[1], None))
+        np.testing.assert_allclose(list(one.scores.values()), want[2], atol=1e-5)
+        got[version] = want[2]
+    assert np.abs(got[3] - got[4]).max() > 1e-4  # the cue reaches the network

@@ -20,9 +20,11 @@ import numpy as np
 
 from winnow.classifier.features import (
     FEATURE_NAMES,
+    FEATURE_VERSION,
     N_FEATURES,
     Context,
     batch_features,
+    check_version,
     unit_features,
 )
 from winnow.classifier.ngrams import BagInputs, BagSpec, Hasher, group_weights, is_prose
@@ -69,11 +71,14 @@ def session_order(units: Sequence[Unit]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class BagEncoder:
-    """Turns units into `BagInputs`; thread-safe for `encode` (the hash cache is shared)."""
+    """Turns units into `BagInputs`; thread-safe for `encode` (the hash cache is shared).
+    `feature_version`: the hand-feature spec (`winnow.classifier.features`) the model was
+    trained on."""
 
-    def __init__(self, spec: BagSpec | None = None):
+    def __init__(self, spec: BagSpec | None = None, feature_version: int = FEATURE_VERSION):
         self.hasher = Hasher(spec)
         self.spec = self.hasher.spec
+        self.feature_version = check_version(feature_version)
 
     def encode(
         self, units: Sequence[Unit], online: bool = False, context: bool = True
@@ -96,7 +101,7 @@ class BagEncoder:
             for u in units:
                 last[u.session_id] = max(last.get(u.session_id, 0), int(u.index or 0) + 1)
             contexts = [c._replace(session_len=last[u.session_id]) for u, c in zip(units, contexts)]
-        feats = batch_features(units, contexts)
+        feats = batch_features(units, contexts, self.feature_version)
         none = np.full(len(units), -1, np.int64)
         bags = self.hasher.batch_ids(
             [u.text or "" for u in units],
@@ -119,7 +124,7 @@ class BagEncoder:
         its ids, weights, dense row [N_DENSE] and what the next unit needs."""
         h = self.hasher
         context = Context(int(unit.index or 0) + 1, seen.unit if seen else None, None)
-        feats = unit_features(unit, context)
+        feats = unit_features(unit, context, version=self.feature_version)
         own, as_prev, _ = h.unit_ids(unit.text or "", unit.tool_name)
         groups = [own]
         if seen is not None:

@@ -24,7 +24,12 @@ import numpy as np
 from winnow.data import cues
 from winnow.data.schema import KINDS, ROLES, Unit
 
-FEATURE_VERSION = 3
+# The spec a new model is trained on, and the specs this module computes (a model records its
+# own: serving computes that one, so a model is served exactly as it was trained). v4: the
+# `exit_nonzero` cue fires on a stated non-zero exit code only (v3's substrings fired on
+# Codex's "Process exited with code 0" and missed "exit code 127", "exit status 2").
+FEATURE_VERSION = 4
+FEATURE_VERSIONS = (3, 4)
 
 # Long units keep their head and tail: errors and conclusions sit at the ends.
 CLIP_HEAD = 400
@@ -88,11 +93,12 @@ _PHRASES = {
     "test_pass": ("tests passed", "passed in", "all tests pass", "0 failed", "0 errors"),
 }  # fmt: skip
 # Symbols and markup, matched as substrings of the lower-cased clipped text.
+_EXIT_V3 = ("exit code 1", "exit code 2", "exit status 1", "exit code: 1", "exited with")
 _MARKS = {
     "diff": ("\n@@ ", "\n+++ ", "old_string", "new_string", "begin patch", "<<<<<<< search"),
     "fence": ("```",),
     "url": ("://",),
-    "exit_nonzero": ("exit code 1", "exit code 2", "exit status 1", "exit code: 1", "exited with"),
+    "exit_nonzero": _EXIT_V3,  # from v4: `_EXIT_CODE`
     "arrow": ("->", "→", "=>"),
     "checkmark": ("✓", "✔", "✅"),
 }  # fmt: skip
@@ -200,6 +206,10 @@ _SUBSTRINGS = {
     "compact_request": ("summary of the conversation", "summarize the conversation"),
 }
 _RARE = "@+`<>=?_\\/:-"  # rarest first
+# An exit code a text states: "exit code 127", "Exit code: 2", "exit status 2", "returned
+# non-zero exit status 1", "Process exited with code 0", "exit_code": 1, "returncode=0".
+# Each match starts at a literal and is bounded but for the digits it ends with: linear.
+_EXIT_CODE = re.compile(r"(?:exit(?:ed with)?[ _](?:code|status)|returncode)\W{0,3}(-?\d+)")
 
 
 def _gate(sub: str) -> str:
@@ -211,15 +221,18 @@ def _gate(sub: str) -> str:
     return next((c for c in _RARE if c in sub), "") if len(sub) > 1 else ""
 
 
-def _substring_groups() -> list[tuple[str, list[tuple[str, int]]]]:
+def _substring_groups(version: int) -> list[tuple[str, list[tuple[str, int]]]]:
     groups: dict[str, list[tuple[str, int]]] = {}
     for name, subs in _SUBSTRINGS.items():
+        if name == "exit_nonzero" and version >= 4:
+            continue
         for sub in subs:
             groups.setdefault(_gate(sub), []).append((sub, _CUE_AT[name]))
     return list(groups.items())
 
 
-_SUBSTRING_GROUPS = _substring_groups()
+_SUBSTRING_GROUPS = {v: _substring_groups(v) for v in FEATURE_VERSIONS}
+_EXIT_NONZERO_AT = _CUE_AT["exit_nonzero"]
 _ANCHORED_AT = [(fn, _CUE_AT[name]) for name, fn in _ANCHORED.items()]
 
 
@@ -287,7 +300,9 @@ def _fields(u: Unit | dict[str, Any]) -> tuple:
     return u.role, u.kind, u.text or "", u.tool_name, u.is_error, u.index
 
 
-def _row(unit: Unit | dict[str, Any], context: Context | None, hot: list[int]) -> tuple:
+def _row(
+    unit: Unit | dict[str, Any], context: Context | None, hot: list[int], version: int
+) -> tuple:
     """Append the indices of the unit's 1.0 features to `hot`; return its `_REAL` values."""
     role, kind, text, tool, is_error, index = _fields(unit)
     index = int(index or 0)
@@ -315,11 +330,11 @@ def _row(unit: Unit | dict[str, Any], context: Context | None, hot: list[int]) -
         math.log1p(text.count("\n")) / 8.0,
         index / (n - 1) if n > 1 else 0.0,
         math.log1p(index) / 8.0,
-        *_text_cues(clip_text(text), role, hot),
+        *_text_cues(clip_text(text), role, hot, version),
     )
 
 
-def _text_cues(clipped: str, role: Any, hot: list[int]) -> tuple[float, float]:
+def _text_cues(clipped: str, role: Any, hot: list[int], version: int) -> tuple[float, float]:
     """Append the cues of a clipped text to `hot`; return its code-char and indent ratios."""
     stripped = clipped.strip()
     if not stripped:
@@ -339,9 +354,11 @@ def _text_cues(clipped: str, role: Any, hot: list[int]) -> tuple[float, float]:
         for need, i in phrases:
             if need <= found:
                 hot.append(i)
-    for gate, subs in _SUBSTRING_GROUPS:
+    for gate, subs in _SUBSTRING_GROUPS[version]:
         if gate in low:
             hot += [i for sub, i in subs if sub in low]
+    if version >= 4 and ("exit" in low or "returncode" in low) and _exit_nonzero(low):
+        hot.append(_EXIT_NONZERO_AT)
     hot += [i for fn, i in _ANCHORED_AT if fn(stripped)]
     if stripped.endswith("?"):
         hot.append(_CUE_AT["question"])
@@ -355,17 +372,35 @@ def _text_cues(clipped: str, role: Any, hot: list[int]) -> tuple[float, float]:
     return code_ratio, indent_ratio
 
 
+def _exit_nonzero(low: str) -> bool:
+    """Whether a (lower-cased) text states a non-zero exit code."""
+    return any(m.group(1).strip("-0") for m in _EXIT_CODE.finditer(low))
+
+
+def check_version(version: int) -> int:
+    """`version` if this module computes that feature spec; ValueError otherwise."""
+    if version not in FEATURE_VERSIONS:
+        raise ValueError(
+            f"feature spec v{version}: this winnow computes v{', v'.join(map(str, FEATURE_VERSIONS))}"
+        )
+    return version
+
+
 def unit_features(
-    unit: Unit | dict[str, Any], context: Context | None = None, out: np.ndarray | None = None
+    unit: Unit | dict[str, Any],
+    context: Context | None = None,
+    out: np.ndarray | None = None,
+    version: int = FEATURE_VERSION,
 ) -> np.ndarray:
-    """The feature vector (FEATURE_NAMES order) of one unit.
+    """The feature vector (FEATURE_NAMES order) of one unit, computed as feature spec
+    `version` (one of FEATURE_VERSIONS: a model's own) computes it.
 
     Without a `context` the unit is taken as the latest of its session, as in live use:
     session length index + 1, no next unit. `out`, if given, must arrive zeroed.
     """
     v = np.zeros(N_FEATURES, np.float32) if out is None else out
     hot: list[int] = []
-    real = _row(unit, context, hot)
+    real = _row(unit, context, hot, check_version(version))
     for i in hot:
         v[i] = 1.0
     for i, x in zip(_REAL_AT, real):
@@ -396,9 +431,13 @@ def session_context(units: Sequence[Unit | dict[str, Any]]) -> list[Context]:
 
 
 def batch_features(
-    units: Sequence[Unit | dict[str, Any]], contexts: Sequence[Context] | None = None
+    units: Sequence[Unit | dict[str, Any]],
+    contexts: Sequence[Context] | None = None,
+    version: int = FEATURE_VERSION,
 ) -> np.ndarray:
-    """The [len(units), N_FEATURES] float32 matrix; contexts are taken from `units` unless given."""
+    """The [len(units), N_FEATURES] float32 matrix (feature spec `version`); contexts are taken
+    from `units` unless given."""
+    check_version(version)
     contexts = session_context(units) if contexts is None else contexts
     out = np.zeros((len(units), N_FEATURES), np.float32)
     hot: list[int] = []
@@ -406,7 +445,7 @@ def batch_features(
     real = []
     for u, c in zip(units, contexts):
         start = len(hot)
-        real.append(_row(u, c, hot))
+        real.append(_row(u, c, hot, version))
         per_row.append(len(hot) - start)
     if real:
         out[np.repeat(np.arange(len(real)), per_row), hot] = 1.0
@@ -421,9 +460,11 @@ __all__ = [
     "Context",
     "FEATURE_NAMES",
     "FEATURE_VERSION",
+    "FEATURE_VERSIONS",
     "N_FEATURES",
     "TOOL_BUCKETS",
     "batch_features",
+    "check_version",
     "clip_text",
     "session_context",
     "tool_bucket",

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from winnow.classifier.features import FEATURE_NAMES, FEATURE_VERSION
+from winnow.classifier.features import FEATURE_NAMES, FEATURE_VERSIONS
 from winnow.classifier.ngrams import NGRAM_VERSIONS
 from winnow.data.schema import CATEGORIES
 
@@ -171,10 +171,13 @@ def parse_manifest(d: Any, where: Path) -> Manifest:
     fck = _Check(where)
     feature_version = fck.int_(feats, "version")
     names = fck.strs(feats, "names")
-    if feature_version != FEATURE_VERSION or names != FEATURE_NAMES:
+    # Specs 3 and 4 share their names (v4 computes `exit_nonzero` another way); serving
+    # computes the model's own.
+    if feature_version not in FEATURE_VERSIONS or names != FEATURE_NAMES:
         raise ModelError(
             f"{where}: trained on feature spec v{feature_version} but this winnow computes "
-            f"v{FEATURE_VERSION}; retrain the model or use a matching winnow"
+            f"v{', v'.join(map(str, FEATURE_VERSIONS))}; retrain the model or use a matching "
+            "winnow"
         )
     model = ck.dict_(d, "model")
     bag: dict[str, int] = {}

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from winnow.classifier.features import (
+    FEATURE_VERSION,
     N_FEATURES,
     Context,
     batch_features,
@@ -148,6 +149,10 @@ class ImportanceClassifier:
     caches are only added to or swapped).
     """
 
+    # The hand-feature spec computed for the model: its manifest's (`load`), so a model is
+    # served with the features it was trained on.
+    feature_version: int = FEATURE_VERSION
+
     def __init__(
         self,
         model_dir: Path,
@@ -167,6 +172,7 @@ class ImportanceClassifier:
         self.sha256 = sha256
         self.labels: tuple[str, ...] = tuple(manifest.labels)
         self.kind = manifest.kind
+        self.feature_version = manifest.feature_version
         self.threads = threads
         cal = manifest.calibration
         self.must_keep_threshold = cal.must_keep_threshold
@@ -199,7 +205,7 @@ class ImportanceClassifier:
             from winnow.classifier.bag import BagEncoder
             from winnow.classifier.ngrams import BagSpec
 
-            self.bag = BagEncoder(BagSpec.from_dict(manifest.bag))
+            self.bag = BagEncoder(BagSpec.from_dict(manifest.bag), manifest.feature_version)
             names = {i.name for i in self.session.get_inputs()}
             if names != {"ids", "weights", "segments", "dense"}:
                 raise ModelError(f"{onnx_path}: inputs {sorted(names)} are not an n-gram graph's")
@@ -296,7 +302,7 @@ class ImportanceClassifier:
     ) -> np.ndarray:
         """The [len(units), N_FEATURES] hand features the network sees; each unit's session
         context (length, neighbours) is taken from `units` unless given."""
-        return batch_features([to_unit(u) for u in units], contexts)
+        return batch_features([to_unit(u) for u in units], contexts, self.feature_version)
 
     def predict_one(
         self, unit: Unit | dict[str, Any], context: Context | None = None
@@ -310,7 +316,7 @@ class ImportanceClassifier:
             single = self._single()
             feats = single.features[0, 0]
             feats.fill(0.0)
-            unit_features(unit, context, feats)
+            unit_features(unit, context, feats, self.feature_version)
             probs = single.run(self.encoder.encode_one(unit))
         return self._predictions(probs[None], [unit])[0]
 
@@ -323,7 +329,7 @@ class ImportanceClassifier:
         own, _, _ = h.unit_ids(unit.text or "", unit.tool_name)
         groups = [own]
         dense = np.zeros(3 * N_FEATURES, np.float32)
-        dense[:N_FEATURES] = unit_features(unit, context)
+        dense[:N_FEATURES] = unit_features(unit, context, version=self.feature_version)
         for slot, (side, other) in enumerate(
             (
                 ("prev", context.prev if context else None),
@@ -336,7 +342,7 @@ class ImportanceClassifier:
                 hashed = h.unit_ids(other.text or "", other.tool_name)
                 groups.append(hashed[1] if side == "prev" else hashed[2])
                 dense[slot * N_FEATURES : (slot + 1) * N_FEATURES] = (
-                    unit_features(other) * NEIGHBOUR_MASK
+                    unit_features(other, version=self.feature_version) * NEIGHBOUR_MASK
                 )
         groups.append(h.cue_ids(unit.text or "", is_prose(unit.role, unit.kind)))
         ids, weights = group_weights(groups)
@@ -455,7 +461,7 @@ class ImportanceClassifier:
 
         def prepare(part: np.ndarray) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
             chunk_units = [units[i] for i in part]
-            feats = batch_features(chunk_units, [contexts[i] for i in part])
+            feats = batch_features(chunk_units, [contexts[i] for i in part], self.feature_version)
             ids = self.encoder.encode(chunk_units)
             order = np.argsort([len(i) for i in ids], kind="stable")
             return [

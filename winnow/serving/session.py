@@ -63,7 +63,7 @@ class SessionClassifier:
             single = clf._single()
             feats = single.features[0, 0]
             feats.fill(0.0)
-            unit_features(unit, context, feats)
+            unit_features(unit, context, feats, clf.feature_version)
             probs = single.run(clf.encoder.encode_one(unit)).copy()
             seen = unit
         self._state[sid] = seen
