@@ -16,6 +16,7 @@ pytest.importorskip("sklearn")
 from winnow.training.by_source import (  # noqa: E402
     calibrate,
     decide,
+    fit_role_scaling,
     fit_temperature,
     fit_threshold,
 )
@@ -80,6 +81,39 @@ def test_threshold_reaches_the_recall_and_decide_applies_it():
         "status",
     ]
     assert list(decide(probs, None)) == list(probs.argmax(1))
+
+
+def test_role_rule_weighs_the_mass_by_what_units_of_that_role_turn_out_to_be():
+    """A harness notice (role system) with 20% must-keep mass is must-keep far less often
+    than a user's text with as much: the "role" rule flips the user's text and leaves the
+    notice, where one threshold on the mass flips both or neither."""
+    rng = np.random.default_rng(0)
+    n = 400
+    roles = np.array(["user"] * n + ["system"] * n)
+    mass = rng.uniform(0.02, 0.6, 2 * n)
+    # must-keep: a user's text at its mass, a system notice a tenth as often
+    keep = rng.uniform(size=2 * n) < np.where(roles == "user", mass * 1.5, mass * 0.1)
+    probs = np.full((2 * n, len(CATEGORIES)), 1e-6)
+    probs[:, K[2]] = mass
+    probs[:, S] = 1 - mass
+    gold = np.where(keep, K[2], S)
+    scaling = fit_role_scaling(probs, gold, roles)
+    assert set(scaling) == {"*", "user", "system"}
+    tau = fit_threshold(probs, gold, 0.9, "role", roles, scaling)
+    both = _probs([{"requirement": 0.25, "status": 0.75}] * 2)
+    pred = decide(both, tau, "role", roles=np.array(["user", "system"]), scaling=scaling)
+    assert [CATEGORIES[p] for p in pred] == ["requirement", "status"]
+    # same recall on the data it was fitted on, fewer units flipped than by the mass alone
+    tau_mass = fit_threshold(probs, gold, 0.9, "mass")
+    by_role = decide(probs, tau, "role", roles=roles, scaling=scaling)
+    by_mass = decide(probs, tau_mass, "mass")
+    recall = lambda pred: np.isin(pred[keep], K).mean()  # noqa: E731
+    assert recall(by_role) >= 0.9 and recall(by_mass) >= 0.9
+    assert np.isin(by_role[~keep], K).sum() < np.isin(by_mass[~keep], K).sum()
+    # a role the fit never saw takes the all-roles map
+    other = decide(both[:1], tau, "role", roles=np.array(["tool"]), scaling=scaling)
+    alone = decide(both[:1], tau, "role", roles=None, scaling=scaling)
+    assert list(other) == list(alone)
 
 
 @pytest.mark.slow

@@ -67,6 +67,21 @@ def test_the_shipped_manifest_reads():
             {"must_keep_threshold": [1]},
             "field 'must_keep_threshold' must be a number",
         ),
+        (
+            "calibration",
+            {"must_keep_rule": "vibes"},
+            "field 'must_keep_rule' must be mass or ratio or role",
+        ),
+        (
+            "calibration",
+            {"must_keep_rule": "role", "must_keep_scaling": {"user": [1, 0]}},
+            "field 'must_keep_scaling' must be an object with a \"\\*\" entry",
+        ),
+        (
+            "calibration",
+            {"must_keep_rule": "role", "must_keep_scaling": {"*": [1, "x"]}},
+            r"field 'must_keep_scaling.\*' must be a list of two numbers",
+        ),
         ("provenance", 1, "field 'provenance' must be an object"),
         ("name", 3, "field 'name' must be a string"),
     ],

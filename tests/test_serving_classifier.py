@@ -296,3 +296,36 @@ def test_a_model_is_served_with_the_feature_spec_it_was_trained_on(tmp_path):
         np.testing.assert_allclose(list(one.scores.values()), want[2], atol=1e-5)
         got[version] = want[2]
     assert np.abs(got[3] - got[4]).max() > 1e-4  # the cue reaches the network
+
+
+def test_role_rule_decides_by_the_units_role(tmp_path):
+    """A model whose manifest takes the "role" rule flips a unit to must-keep by its role's
+    map of the must-keep mass: the same probabilities are requirement for a user's text and
+    stay boilerplate for a harness notice (role system)."""
+    from winnow.training.export import write_checksums
+
+    model = tmp_path / "m"
+    shutil.copytree(default_model_path(), model)
+    config = json.loads((model / "config.json").read_text())
+    config["calibration"] |= {
+        "must_keep_rule": "role",
+        "must_keep_threshold": 0.2,
+        "must_keep_scaling": {"*": [1.0, 0.0], "user": [1.0, 1.5], "system": [1.0, -3.0]},
+    }
+    (model / "config.json").write_text(json.dumps(config))
+    write_checksums(model)
+    clf = ImportanceClassifier.load(model)
+    probs = np.zeros((3, len(clf.labels)), np.float32)
+    probs[:, clf.labels.index("boilerplate")] = 0.85
+    probs[:, clf.labels.index("requirement")] = 0.15  # logit -1.73
+    user = Unit("r:0", "r", 0, "user", "text", "also add a retry")
+    notice = Unit("r:1", "r", 1, "system", "text", "Tokens: 1.8k sent, 653 received.")
+    tool = Unit("r:2", "r", 2, "tool", "tool_result", "ok")
+    # user: sigmoid(-0.23) = 0.44 >= 0.2; system: sigmoid(-4.7) = 0.01; other roles "*": 0.15
+    assert [clf.labels[i] for i in clf.decide(probs, [user, notice, tool])] == [
+        "requirement",
+        "boilerplate",
+        "boilerplate",
+    ]
+    assert [clf.labels[i] for i in clf.decide(probs)] == ["boilerplate"] * 3  # no units: "*"
+

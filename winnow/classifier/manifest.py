@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from winnow.classifier.features import FEATURE_NAMES, FEATURE_VERSIONS
 from winnow.classifier.ngrams import NGRAM_VERSIONS
@@ -23,6 +26,8 @@ from winnow.data.schema import CATEGORIES
 FORMAT_VERSION = 3
 READS = (2, 3)
 KINDS = ("transformer", "ngram")
+# What a must-keep threshold is compared with (`must_keep_score`).
+MUST_KEEP_RULES = ("mass", "ratio", "role")
 CHECKSUMS = "SHA256SUMS"
 MANIFEST = "config.json"
 REQUIRED_FILES = {
@@ -43,12 +48,51 @@ class Calibration:
 
     temperature: float = 1.0
     must_keep_threshold: float | None = None
-    # what the threshold is compared with: "mass" (the summed must-keep probability) or
-    # "ratio" (that sum over the likeliest other category's probability)
+    # what the threshold is compared with (`must_keep_score`): "mass" (the summed must-keep
+    # probability), "ratio" (that sum over the likeliest other category's probability) or
+    # "role" (the mass mapped, per unit role, to the share of such units that are must-keep)
     must_keep_rule: str = "mass"
+    # "role": role -> (a, b) of sigmoid(a * logit(mass) + b); "*" for any other role
+    must_keep_scaling: dict[str, tuple[float, float]] = field(default_factory=dict)
     fitted_on: str = ""
     ece_before: float | None = None
     ece_after: float | None = None
+
+
+def must_keep_score(
+    mass: np.ndarray,
+    top_other: np.ndarray | None,
+    rule: str = "mass",
+    roles: Any = None,
+    scaling: dict[str, tuple[float, float]] | None = None,
+) -> np.ndarray:
+    """How strongly each unit leans must-keep, given its summed must-keep probability `mass`
+    and its likeliest other category's `top_other`: "mass", the mass itself; "ratio",
+    mass / top_other (a confident boilerplate unit with 7% must-keep mass scores 0.1, an
+    unsure status one 0.6); "role", sigmoid(a * logit(mass) + b) with (a, b) of the unit's
+    role in `scaling` (its "*" entry for another role, or when `roles` is None): the chance
+    that a unit of that role and that mass is must-keep, fitted on held-out predictions. A
+    harness's notice (role system) is must-keep in 1% of the hand labels, a user's text in
+    80%: one threshold on the mass alone flips harness notices of an agent never seen."""
+    if rule == "mass":
+        return mass
+    if rule == "ratio":
+        if top_other is None:
+            raise ValueError("the ratio rule needs each unit's likeliest other probability")
+        return mass / np.maximum(top_other, 1e-9)
+    if rule != "role":
+        raise ValueError(f"unknown must-keep rule {rule!r}; one of {', '.join(MUST_KEEP_RULES)}")
+    scaling = scaling or {}
+    default = scaling.get("*", (1.0, 0.0))
+    p = np.clip(mass, 1e-6, 1 - 1e-6)
+    z = np.log(p / (1 - p))
+    if roles is None:
+        a = np.full(len(z), default[0])
+        b = np.full(len(z), default[1])
+    else:
+        ab = np.array([scaling.get(r, default) for r in roles], np.float64).reshape(-1, 2)
+        a, b = ab[:, 0], ab[:, 1]
+    return 1.0 / (1.0 + np.exp(-(a * z + b)))
 
 
 @dataclass(frozen=True)
@@ -207,18 +251,32 @@ def parse_manifest(d: Any, where: Path) -> Manifest:
     cal_raw = ck.dict_(d, "calibration", {})
     cck = _Check(where)
     threshold = cal_raw.get("must_keep_threshold")
+    scaling_raw = cck.dict_(cal_raw, "must_keep_scaling", {})
+    scaling: dict[str, tuple[float, float]] = {}
+    for role, ab in scaling_raw.items():
+        if not (
+            isinstance(ab, list)
+            and len(ab) == 2
+            and all(not isinstance(x, bool) and isinstance(x, int | float) for x in ab)
+            and all(math.isfinite(x) for x in ab)
+        ):
+            raise cck.fail(f"must_keep_scaling.{role}", "a list of two numbers", ab)
+        scaling[role] = (float(ab[0]), float(ab[1]))
     calibration = Calibration(
         temperature=cck.float_(cal_raw, "temperature", 1.0, positive=True),
         must_keep_threshold=None
         if threshold is None
         else cck.float_(cal_raw, "must_keep_threshold"),
         must_keep_rule=cck.str_(cal_raw, "must_keep_rule", "mass"),
+        must_keep_scaling=scaling,
         fitted_on=cck.str_(cal_raw, "fitted_on", ""),
         ece_before=None if cal_raw.get("ece_before") is None else cck.float_(cal_raw, "ece_before"),
         ece_after=None if cal_raw.get("ece_after") is None else cck.float_(cal_raw, "ece_after"),
     )
-    if calibration.must_keep_rule not in ("mass", "ratio"):
-        raise cck.fail("must_keep_rule", "mass or ratio", calibration.must_keep_rule)
+    if calibration.must_keep_rule not in MUST_KEEP_RULES:
+        raise cck.fail("must_keep_rule", " or ".join(MUST_KEEP_RULES), calibration.must_keep_rule)
+    if calibration.must_keep_rule == "role" and "*" not in scaling:
+        raise cck.fail("must_keep_scaling", 'an object with a "*" entry (rule role)', scaling_raw)
     prov_raw = ck.dict_(d, "provenance", {})
     pck = _Check(where)
     provenance = Provenance(
@@ -308,10 +366,12 @@ def verify_checksums(model_dir: Path, required: tuple[str, ...] = (MANIFEST,)) -
 __all__ = [
     "CHECKSUMS",
     "FORMAT_VERSION",
+    "MUST_KEEP_RULES",
     "Calibration",
     "Manifest",
     "ModelError",
     "Provenance",
+    "must_keep_score",
     "parse_manifest",
     "read_manifest",
     "verify_checksums",

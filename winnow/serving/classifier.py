@@ -44,6 +44,7 @@ from winnow.classifier.manifest import (
     FORMAT_VERSION,
     Manifest,
     ModelError,
+    must_keep_score,
     read_manifest,
     verify_checksums,
 )
@@ -177,6 +178,7 @@ class ImportanceClassifier:
         cal = manifest.calibration
         self.must_keep_threshold = cal.must_keep_threshold
         self.must_keep_rule = cal.must_keep_rule
+        self.must_keep_scaling = cal.must_keep_scaling
         self._keep = np.array([c in MUST_KEEP for c in self.labels])
         self._boilerplate = (
             self.labels.index("boilerplate") if "boilerplate" in self.labels else None
@@ -261,17 +263,24 @@ class ImportanceClassifier:
     def decide(self, probs: np.ndarray, units: Sequence[Unit] | None = None) -> np.ndarray:
         """Category index per row of [n, labels] probabilities: the argmax, or the likeliest
         must-keep category when the must-keep score reaches the model's threshold. The score
-        is the summed must-keep probability ("mass" rule) or that sum over the likeliest other
-        category's probability ("ratio"). With `units`, a unit TAXONOMY.md itself calls
-        boilerplate (`cues.is_settled_boilerplate`) is boilerplate: a /clear the model gives
-        81% boilerplate and 9% must-keep would otherwise cross the threshold."""
+        (`winnow.classifier.manifest.must_keep_score`) is the summed must-keep probability
+        ("mass" rule), that sum over the likeliest other category's probability ("ratio"), or
+        the chance a unit of its role with that sum is must-keep ("role"; without `units`, the
+        all-roles map). With `units`, a unit TAXONOMY.md itself calls boilerplate
+        (`cues.is_settled_boilerplate`) is boilerplate: a /clear the model gives 81%
+        boilerplate and 9% must-keep would otherwise cross the threshold."""
         pred = probs.argmax(1)
         tau = self.must_keep_threshold
         if tau is not None and len(probs):
             keep = self._keep_idx
-            score = probs[:, keep].sum(1)
-            if self.must_keep_rule == "ratio":
-                score = score / np.maximum(probs[:, ~self._keep].max(1), 1e-9)
+            rule = self.must_keep_rule
+            score = must_keep_score(
+                probs[:, keep].sum(1),
+                probs[:, ~self._keep].max(1) if rule == "ratio" else None,
+                rule,
+                [u.role for u in units] if units is not None and rule == "role" else None,
+                self.must_keep_scaling,
+            )
             flip = (score >= tau) & ~self._keep[pred]
             pred = np.where(flip, keep[probs[:, keep].argmax(1)], pred)
         if units is not None and self._boilerplate is not None:

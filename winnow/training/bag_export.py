@@ -170,11 +170,13 @@ def bag_model_card(m: Manifest, metrics: dict[str, Any]) -> str:
         ),
         (
             "- decision: the most probable category, unless the must-keep "
-            + (
-                "probabilities sum"
-                if cal.must_keep_rule == "mass"
-                else "probabilities, summed and divided by the likeliest other category's, come"
-            )
+            + {
+                "mass": "probabilities sum",
+                "ratio": "probabilities, summed and divided by the likeliest other category's, "
+                "come",
+                "role": "probabilities' sum, mapped per unit role to the chance that such a "
+                "unit is must-keep (fitted on out-of-fold predictions), comes",
+            }[cal.must_keep_rule]
             + f" to at least {cal.must_keep_threshold:.3f}: then the likeliest must-keep category "
             "(the threshold that kept the target must-keep recall on out-of-fold predictions)"
             if cal.must_keep_threshold is not None

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from winnow.classifier.bag import BagEncoder
+from winnow.classifier.manifest import MUST_KEEP_RULES
+from winnow.classifier.manifest import must_keep_score as _score_rule
 from winnow.classifier.ngrams import BagInputs, BagSpec
 from winnow.data.cues import is_settled_boilerplate
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
@@ -56,28 +58,68 @@ def calibrate(probs: np.ndarray, temperature: float) -> np.ndarray:
     return e / e.sum(1, keepdims=True)
 
 
-RULES = ("mass", "ratio")
+RULES = MUST_KEEP_RULES
+Scaling = dict[str, tuple[float, float]]
 
 
-def must_keep_score(probs: np.ndarray, rule: str = "mass") -> np.ndarray:
-    """How strongly each row leans must-keep: "mass", the summed must-keep probability;
-    "ratio", that sum over the likeliest other category's probability (a confident
-    boilerplate unit with 7% must-keep mass scores 0.1, an unsure status one 0.6)."""
-    mass = must_keep_probability(probs)
-    if rule == "mass":
-        return mass
-    if rule == "ratio":
-        return mass / np.maximum(probs[:, ~_KEEP].max(1), 1e-9)
-    raise ValueError(f"unknown must-keep rule {rule!r}; one of {', '.join(RULES)}")
+def must_keep_score(
+    probs: np.ndarray, rule: str = "mass", roles: Any = None, scaling: Scaling | None = None
+) -> np.ndarray:
+    """How strongly each row leans must-keep (`winnow.classifier.manifest.must_keep_score`:
+    "mass", "ratio" or "role", the last with each row's unit role and `fit_role_scaling`)."""
+    top_other = probs[:, ~_KEEP].max(1) if rule == "ratio" else None
+    return _score_rule(must_keep_probability(probs), top_other, rule, roles, scaling)
 
 
-def fit_threshold(probs: np.ndarray, gold: np.ndarray, recall: float, rule: str = "mass") -> float:
+def _logistic(x: np.ndarray, y: np.ndarray, prior: float) -> tuple[float, float]:
+    """(a, b) of P(y) = sigmoid(a x + b) by Newton's method, with an L2 pull of weight
+    `prior` toward (1, 0) (the score left as it is), so that a role with few units stays
+    near the plain mass."""
+    a, b = 1.0, 0.0
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-(a * x + b)))
+        w = p * (1 - p)
+        ga, gb = float(((p - y) * x).sum()) + prior * (a - 1), float((p - y).sum()) + prior * b
+        haa, hab, hbb = float((w * x * x).sum()) + prior, float((w * x).sum()), w.sum() + prior
+        det = haa * hbb - hab * hab
+        da, db = (hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det
+        a, b = a - da, b - db
+        if abs(da) + abs(db) < 1e-9:
+            break
+    return float(a), float(b)
+
+
+def fit_role_scaling(
+    probs: np.ndarray, gold: np.ndarray, roles: Sequence[str] | np.ndarray, prior: float = 10.0
+) -> Scaling:
+    """Per unit role, the logistic map of logit(summed must-keep probability) to the chance
+    that the unit is must-keep (Platt scaling on out-of-fold predictions, `prior`: see
+    `_logistic`); "*", fitted on every row, for the roles not seen."""
+    mass = np.clip(must_keep_probability(probs), 1e-6, 1 - 1e-6)
+    x = np.log(mass / (1 - mass))
+    y = _KEEP[gold].astype(np.float64)
+    role_of = np.asarray(roles)
+    out = {"*": _logistic(x, y, prior)}
+    for role in sorted(set(role_of.tolist())):
+        m = role_of == role
+        out[role] = _logistic(x[m], y[m], prior)
+    return {k: (round(a, 6), round(b, 6)) for k, (a, b) in out.items()}
+
+
+def fit_threshold(
+    probs: np.ndarray,
+    gold: np.ndarray,
+    recall: float,
+    rule: str = "mass",
+    roles: Any = None,
+    scaling: Scaling | None = None,
+) -> float:
     """The highest must-keep threshold at which `decide` keeps `recall` of the must-keep units."""
-    cap = 0.5 if rule == "mass" else 1.0
+    cap = 1.0 if rule == "ratio" else 0.5
     gold_keep = _KEEP[gold]
     if not gold_keep.any():
         return cap
-    p = must_keep_score(probs, rule)[gold_keep]
+    p = must_keep_score(probs, rule, roles, scaling)[gold_keep]
     # A unit is called must-keep when argmax says so or its must-keep score >= tau.
     argmax_keep = _KEEP[probs.argmax(1)][gold_keep]
     need = math.ceil(recall * len(p)) - int(argmax_keep.sum())
@@ -92,6 +134,8 @@ def decide(
     threshold: float | None,
     rule: str = "mass",
     settled: np.ndarray | None = None,
+    roles: Any = None,
+    scaling: Scaling | None = None,
 ) -> np.ndarray:
     """Category index per row: the argmax, or the likeliest must-keep category when the
     must-keep score (`must_keep_score`) reaches `threshold` (None: plain argmax). Rows of
@@ -100,7 +144,8 @@ def decide(
     if threshold is not None:
         keep_idx = np.flatnonzero(_KEEP)
         best_keep = keep_idx[probs[:, keep_idx].argmax(1)]
-        flip = (must_keep_score(probs, rule) >= threshold) & ~_KEEP[pred]
+        score = must_keep_score(probs, rule, roles, scaling)
+        flip = (score >= threshold) & ~_KEEP[pred]
         pred = np.where(flip, best_keep, pred)
     if settled is not None:
         pred = np.where(settled, CATEGORIES.index("boilerplate"), pred)
@@ -394,9 +439,11 @@ def _score(
     threshold: float | None,
     rule: str = "mass",
     settled: np.ndarray | None = None,
+    roles: Any = None,
+    scaling: Scaling | None = None,
 ) -> dict[str, float]:
     gold_names = [CATEGORIES[g] for g in gold]
-    pred = [CATEGORIES[p] for p in decide(probs, threshold, rule, settled)]
+    pred = [CATEGORIES[p] for p in decide(probs, threshold, rule, settled, roles, scaling)]
     m = classification_metrics(gold_names, pred)
     out = {k: m[k] for k in ("accuracy", "macro_f1", "must_keep_recall", "must_keep_droppable")}
     return out | probability_metrics(gold_names, probs)
@@ -410,8 +457,12 @@ def evaluate_by_source(
     sources: Sequence[str] | None = None,
     must_keep_rule: str = "mass",
     log: Callable[[str], None] = lambda s: None,
+    compare_rules: Sequence[str] = (),
 ) -> BySourceReport:
-    """Train each recipe once per held-out source and seed; score the held-out hand labels."""
+    """Train each recipe once per held-out source and seed; score the held-out hand labels.
+    Rows `recipe/view` take the `must_keep_rule` decision, `recipe/view/argmax` the most
+    probable category, `recipe/view/RULE` the decision of each of `compare_rules` (same
+    predictions)."""
     start = time.perf_counter()
     data = corpus if isinstance(corpus, Prepared) else Prepared(corpus)
     c = data.corpus
@@ -435,17 +486,25 @@ def evaluate_by_source(
                 log(f"{recipe.name} seed {seed} held out {s}: {time.perf_counter() - t0:.1f} s")
     gold = {s: c.labels[test] for s, (_, test) in folds.items()}
     settled = {s: settled_boilerplate([c.units[i] for i in test]) for s, (_, test) in folds.items()}
+    roles = {s: np.array([c.units[i].role for i in test]) for s, (_, test) in folds.items()}
     results: dict[str, dict[str, dict[str, float]]] = {}
     spread: dict[str, dict[str, float]] = {}
     temps: dict[str, float] = {}
     thresholds: dict[str, float] = {}
     rules = [
-        (key, by_seed, decided)
+        (key, by_seed, rule)
         for key, by_seed in oof.items()
-        for decided in ((True, False) if thresholded[key] else (False,))
+        for rule in (
+            (must_keep_rule, None, *[r for r in compare_rules if r != must_keep_rule])
+            if thresholded[key]
+            else (None,)
+        )
     ]
-    for key, by_seed, decided in rules:
-        name = key if decided or not thresholded[key] else f"{key}/argmax"
+    for key, by_seed, rule in rules:
+        decided = rule is not None
+        name = (
+            key if rule == must_keep_rule or not thresholded[key] else f"{key}/{rule or 'argmax'}"
+        )
         per_seed: list[dict[str, dict[str, float]]] = []
         for _seed, by_src in by_seed.items():
             scores: dict[str, dict[str, float]] = {}
@@ -455,12 +514,14 @@ def evaluate_by_source(
                 g_o = np.concatenate([gold[o] for o in others])
                 t = fit_temperature(np.log(np.clip(p_o, 1e-12, 1)), g_o)
                 cal = calibrate(by_src[s], t)
-                tau = (
-                    fit_threshold(calibrate(p_o, t), g_o, must_keep_recall, must_keep_rule)
-                    if decided
-                    else None
-                )
-                m = _score(gold[s], cal, tau, must_keep_rule, settled[s])
+                tau, scaling = None, None
+                if rule is not None:
+                    cal_o = calibrate(p_o, t)
+                    r_o = np.concatenate([roles[o] for o in others])
+                    if rule == "role":
+                        scaling = fit_role_scaling(cal_o, g_o, r_o)
+                    tau = fit_threshold(cal_o, g_o, must_keep_recall, rule, r_o, scaling)
+                m = _score(gold[s], cal, tau, rule or "mass", settled[s], roles[s], scaling)
                 m["ece_raw"] = probability_metrics([CATEGORIES[g] for g in gold[s]], by_src[s])[
                     "ece"
                 ]
@@ -481,9 +542,12 @@ def evaluate_by_source(
         all_p = np.concatenate([by_seed[seeds[0]][s] for s in names])
         all_g = np.concatenate([gold[s] for s in names])
         temps[key] = fit_temperature(np.log(np.clip(all_p, 1e-12, 1)), all_g)
-        if decided:
+        if decided and rule == must_keep_rule:
+            all_cal = calibrate(all_p, temps[key])
+            all_r = np.concatenate([roles[s] for s in names])
+            scaling = fit_role_scaling(all_cal, all_g, all_r) if rule == "role" else None
             thresholds[key] = fit_threshold(
-                calibrate(all_p, temps[key]), all_g, must_keep_recall, must_keep_rule
+                all_cal, all_g, must_keep_recall, must_keep_rule, all_r, scaling
             )
     return BySourceReport(
         names,
@@ -508,6 +572,7 @@ __all__ = [
     "calibrate",
     "decide",
     "evaluate_by_source",
+    "fit_role_scaling",
     "fit_temperature",
     "fit_threshold",
 ]

@@ -191,9 +191,15 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--must-keep-rule",
-        choices=("mass", "ratio"),
-        default="mass",
+        choices=("mass", "ratio", "role"),
+        default="role",
         help="what the threshold is compared with (see `winnow release`; default: %(default)s)",
+    )
+    g.add_argument(
+        "--compare-rules",
+        default="",
+        help="comma-separated must-keep rules also scored on the same predictions (rows "
+        "RECIPE/VIEW/RULE), e.g. mass",
     )
 
 
@@ -241,6 +247,10 @@ def _run_by_source(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         seeds = tuple(int(x) for x in args.seeds.split(","))
+        compare = [r.strip() for r in args.compare_rules.split(",") if r.strip()]
+        bad = [r for r in compare if r not in ("mass", "ratio", "role")]
+        if bad:
+            raise ValueError(f"unknown must-keep rule {bad[0]!r}; one of mass, ratio, role")
         recipes = _recipes(
             [r.strip() for r in args.recipes.split(",") if r.strip()], bool(args.teacher)
         )
@@ -269,7 +279,13 @@ def _run_by_source(args: argparse.Namespace) -> int:
         except ValueError as e:
             return _fail("evaluate", str(e))
     report = evaluate_by_source(
-        data, recipes, seeds, args.must_keep_recall, log=err.log, must_keep_rule=args.must_keep_rule
+        data,
+        recipes,
+        seeds,
+        args.must_keep_recall,
+        log=err.log,
+        must_keep_rule=args.must_keep_rule,
+        compare_rules=compare,
     )
     report.print(Console(width=max(Console().width, 200)))
     if args.json:

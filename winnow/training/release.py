@@ -91,10 +91,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--must-keep-rule",
-        choices=("mass", "ratio"),
-        default="mass",
-        help="what the threshold is compared with: the summed must-keep probability (mass) "
-        "or that sum over the likeliest other category's probability (default: %(default)s)",
+        choices=("mass", "ratio", "role"),
+        default="role",
+        help="what the threshold is compared with: the summed must-keep probability (mass), "
+        "that sum over the likeliest other category's probability (ratio), or the chance that "
+        "a unit of its role with that sum is must-keep (role; fitted per role on out-of-fold "
+        "predictions) (default: %(default)s)",
     )
 
 
@@ -179,6 +181,7 @@ def _run_ngram(args: argparse.Namespace) -> int:
         Prepared,
         calibrate,
         evaluate_by_source,
+        fit_role_scaling,
         fit_temperature,
         fit_threshold,
     )
@@ -250,9 +253,18 @@ def _run_ngram(args: argparse.Namespace) -> int:
         oof_g = np.concatenate(
             [by_source.gold[s] for s in by_source.oof["ngram/batch"][seeds[0]]] * 2
         )
+        src, hand = np.array(corpus.sources), corpus.hand
+        oof_roles = [
+            corpus.units[i].role
+            for s in by_source.oof["ngram/batch"][seeds[0]]
+            for i in np.flatnonzero((src == s) & hand)
+        ] * 2
         temperature = fit_temperature(np.log(np.clip(oof_p, 1e-12, 1)), oof_g)
         cal_p = calibrate(oof_p, temperature)
-        threshold = fit_threshold(cal_p, oof_g, args.must_keep_recall, args.must_keep_rule)
+        scaling = fit_role_scaling(cal_p, oof_g, oof_roles) if args.must_keep_rule == "role" else {}
+        threshold = fit_threshold(
+            cal_p, oof_g, args.must_keep_recall, args.must_keep_rule, oof_roles, scaling
+        )
         gold_names = [CATEGORIES[g] for g in oof_g]
         ece_before = probability_metrics(gold_names, oof_p)["ece"]
         ece_after = probability_metrics(gold_names, cal_p)["ece"]
@@ -264,6 +276,7 @@ def _run_ngram(args: argparse.Namespace) -> int:
             temperature=temperature,
             must_keep_threshold=threshold,
             must_keep_rule=args.must_keep_rule,
+            must_keep_scaling=scaling,
             fitted_on=f"leave-one-source-out predictions ({len(oof_g) // 2:,} hand-labelled "
             "units, batch and online views)",
             ece_before=round(ece_before, 4),
