@@ -328,4 +328,3 @@ def test_role_rule_decides_by_the_units_role(tmp_path):
         "boilerplate",
     ]
     assert [clf.labels[i] for i in clf.decide(probs)] == ["boilerplate"] * 3  # no units: "*"
-
