@@ -197,7 +197,7 @@ def _add_evaluate(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--compare-rules",
-        default="",
+        default=None,
         help="comma-separated must-keep rules also scored on the same predictions (rows "
         "RECIPE/VIEW/RULE), e.g. mass",
     )
@@ -247,7 +247,7 @@ def _run_by_source(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         seeds = tuple(int(x) for x in args.seeds.split(","))
-        compare = [r.strip() for r in args.compare_rules.split(",") if r.strip()]
+        compare = [r.strip() for r in (args.compare_rules or "").split(",") if r.strip()]
         bad = [r for r in compare if r not in ("mass", "ratio", "role")]
         if bad:
             raise ValueError(f"unknown must-keep rule {bad[0]!r}; one of mass, ratio, role")
