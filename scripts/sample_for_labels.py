@@ -9,7 +9,8 @@ classifier is unsure are must-keep (active learning). Round 6 (`--targeted`) dra
 shapes the shipped model got wrong on unseen projects (slash commands and their expansions,
 short user answers, task-tool results, passing linters, thinking that may reach a decision)
 and tops up the sources with few labels. Round 7 (`--sources aider/aider=all,agentv/codex=300`)
-draws every remaining unit, or N of them, of the named sources. All cut the sample into annotator slices with a
+draws every remaining unit, or N of them, of the named sources; with `--uncertain MODEL` (round
+8), of the units the model is unsure of. All cut the sample into annotator slices with a
 blind overlap that is labelled twice.
 
     python scripts/sample_for_labels.py ../shared/traces -o /tmp/annotation --annotators 4
@@ -280,8 +281,14 @@ def main() -> None:
     skip = frozenset()
     if args.skip_test_of:
         skip = frozenset(json.loads(args.skip_test_of.read_text())["splits"]["test"]["session_ids"])
-    if args.sources:
+    if args.uncertain and args.sources:  # round 8: the unsure units, N of each source
+        lo, hi = (float(x) for x in args.band.split(","))
+        unsure = uncertain(units, args.uncertain, done, (lo, hi), skip, args.text_only)
         chosen: dict[str, None] = {}
+        top_up(unsure, context, done, by_source(args.sources), rng, chosen)
+        picked = [units[i] for i in chosen]
+    elif args.sources:
+        chosen = {}
         top_up(list(units.values()), context, done, by_source(args.sources), rng, chosen)
         picked = [units[i] for i in chosen]
     elif args.targeted:

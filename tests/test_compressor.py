@@ -323,6 +323,33 @@ def test_an_error_keeps_its_error_lines_at_every_limit_that_holds_them() -> None
         assert all(line in text for line in lines), limit
 
 
+GO_RUN = "\n".join(
+    ["$ go test ./..."]
+    + [f"--- FAIL: TestSegment{i} (0.00s)\n    segment_test.go:{40 + i}: want {i}, got {i + 1}" for i in range(40)]
+    + ["FAIL\tgithub.com/x/prompt/segments\t0.412s"]
+)  # fmt: skip
+
+
+def test_a_long_failure_log_gives_way_before_a_decision() -> None:
+    """On a must-keep overflow, forty FAILED lines of one test run are not forty times as
+    dense as a decision: where the limit holds the decision but not both, the decision stays
+    verbatim (it was summarized, and the log's lines went too)."""
+    decision = (
+        "The failures all come from one off-by-one in segment.go: the index starts at 1. "
+        "I will fix the index there, not each test's expectation, so the API stays as it is. "
+    ) * 8
+    units = [
+        unit(0, "requirement", "Make the segment tests pass without changing the public API.", "user"),
+        unit(1, "status", '{"command":"go test ./..."}', "assistant", "tool_call", tool_name="Bash", call_id="c1"),
+        unit(2, "error", GO_RUN, "tool", "tool_result", tool_name="Bash", call_id="c1", is_error=True),
+        unit(3, "decision", decision),
+    ]  # fmt: skip
+    floor = sent([units[0], units[3]])
+    for limit in range(floor + 20, floor + 500, 40):
+        action = {r.id: r.action for r in COMPRESSOR.compress(units, limit).records}
+        assert action["s:3"] == "kept", limit
+
+
 # An Aider session that failed at once (the shape of several in ../shared/traces): start-up
 # notes, a one-word request, the provider's error. At 30% its limit is under 100 tokens.
 AIDER_STARTUP = "\n".join(

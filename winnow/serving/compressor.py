@@ -94,6 +94,11 @@ SHARES = {
 # from (a summary or a note picks the telling lines, but it is no denser than that).
 RENDITION_DENSITY = 3.0
 RANK = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
+# On a must-keep overflow, an error's lines count as RENDITION_DENSITY times as dense as the
+# unit for this many tokens, spread over all of them when there are more. 300: on
+# scripts/bench_ab.py at 20%, 4 more must-keep units verbatim of 1,411 (8 with out-of-fold
+# categories) and the same 147 errors at their error lines; 150 does the same.
+ERROR_LINES_DENSE = 300
 # On a must-keep overflow, what a must-keep unit loses by no longer being verbatim, whatever
 # its summary keeps: the value of this many of its tokens. A unit is changed for a good many
 # tokens or not at all (fewer units change). 100: on scripts/bench_ab.py --sources
@@ -1356,9 +1361,13 @@ class Plan:
     def _release_cost(self, i: int) -> float:
         """Value an error loses per token it frees when its error lines give way: error lines
         are as dense as a rendition gets (RENDITION_DENSITY), whether they are a note of a
-        long log or the whole of a one-line error."""
+        long log or the whole of a one-line error; but only their first ERROR_LINES_DENSE
+        tokens: past them, more lines of the same failure are worth what they cost (a test
+        run's 40 FAILED lines are not worth 40 decisions)."""
         info = self.info[i]
-        return RENDITION_DENSITY * info.density / info.raised
+        floor = min((f.cost for f in info.forms if f.action != "dropped"), default=0)
+        dense = min(1.0, ERROR_LINES_DENSE / max(1, floor - info.opening))
+        return RENDITION_DENSITY * info.density / info.raised * dense
 
     def _drop_final_turn(self) -> bool:
         """A tool loop's signed thinking goes back unchanged or not at all, and its tool calls
