@@ -133,7 +133,8 @@ class TokenCache:
         # each run of a text seen (a word, or an ASCII run before stripping), and those of
         # them that stand for distinctive tokens: most runs are common words, and the set
         # difference and intersection in C leave only the new and the distinctive ones to
-        # Python's loop (half the time of a first scan of the bench_compress_speed session)
+        # Python's loop (a first scan of the scripts/bench_compress_speed.py session: 444
+        # vs 500 million instructions, counted by valgrind's callgrind)
         self._seen: set[str] = set()
         self._words: dict[str, tuple[str, ...]] = {}
 
