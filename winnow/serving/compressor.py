@@ -1365,7 +1365,7 @@ class Plan:
         tokens: past them, more lines of the same failure are worth what they cost (a test
         run's 40 FAILED lines are not worth 40 decisions)."""
         info = self.info[i]
-        floor = min((f.cost for f in info.forms if f.action != "dropped"), default=0)
+        floor = min((f.cost for f in self._forms_of(info) if f.action != "dropped"), default=0)
         dense = min(1.0, ERROR_LINES_DENSE / max(1, floor - info.opening))
         return RENDITION_DENSITY * info.density / info.raised * dense
 
