@@ -28,6 +28,7 @@ from winnow.serving.strategies import (
     is_phase_boundary,
     preserve_structure,
 )
+from winnow.serving.summarizers import ExtractiveSummarizer
 from winnow.serving.tokens import HeuristicCounter, default_token_counter, sent_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures" / "compressor"
@@ -391,6 +392,25 @@ def test_a_tiny_session_fills_its_limit_with_a_message_in_it(share: float) -> No
     assert any(u.role != "system" for u in result.units)
     body = comp_render(result.units, "anthropic")
     assert body["messages"] and validate_anthropic(body) == []
+
+
+def test_a_compression_counts_each_text_once() -> None:
+    # the same texts come back again and again (each unit's cost, the whole as sent, the
+    # renditions): the token counter sees each distinct text of one compression once
+    seen: list[str] = []
+
+    class Counting(HeuristicCounter):
+        def count(self, text: str) -> int:
+            seen.append(text)
+            return super().count(text)
+
+    units = REAL["claude_code"]
+    # (the summarizer counts with its own counter: it keeps its own memo)
+    summarizer = ExtractiveSummarizer(HeuristicCounter())
+    comp = SemanticCompressor(classifier=object(), token_counter=Counting(), summarizer=summarizer)
+    result = comp.compress(units, 0.3)
+    assert result.fits and len(seen) > len(units)
+    assert len(seen) == len(set(seen))
 
 
 def test_under_the_limit_nothing_changes() -> None:

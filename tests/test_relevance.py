@@ -146,3 +146,21 @@ def test_the_runs_of_a_text_are_the_regex_runs(text: str):
     assert _words(text.encode("ascii", "ignore").decode()) == set(
         _WORD.findall(text.encode("ascii", "ignore").decode())
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hs.lists(
+        hs.text(alphabet=hs.sampled_from(list("aZk9_$@.-/\\ \n:;()é→Gedrys Labs")), max_size=60),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_a_texts_tokens_do_not_depend_on_what_the_cache_saw_before(texts: list[str]):
+    # the cache remembers runs across texts (and forgets them all when full): each text's
+    # tokens are the ones a fresh cache finds
+    small, large = TokenCache(max_words=4), TokenCache()
+    for text in texts:
+        fresh = TokenCache().tokens(text)
+        assert small.tokens(text) == fresh
+        assert large.tokens(text) == fresh

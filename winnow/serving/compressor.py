@@ -45,6 +45,7 @@ from winnow.serving.relevance import distinctive_tokens, relevance
 from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer, summarize_all
 from winnow.serving.tokens import (
     TARGETS,
+    RunCounter,
     TokenCounter,
     default_token_counter,
     read_back,
@@ -432,7 +433,7 @@ class SemanticCompressor:
         Under the limit nothing changes. With no limit, or `eager`, every unit gets its
         category's strategy in full first (then whatever the limit still needs)."""
         given = [as_unit(u) for u in units]
-        costs = self.sent_cost("auto", given)
+        costs = self.sent_cost("auto", given).for_run()
         before = costs.total(given)
         limit = resolve_limit(token_limit, before)
         plan = Plan(given, self._labels(given), self.config, costs, self.summarizer)
@@ -496,6 +497,13 @@ class SentCost:
         self.target = target
         self._shape: dict[tuple | str, int] = {}
         self._alone: dict[tuple, int] = {}
+
+    def for_run(self) -> SentCost:
+        """This cost model for one compression: the same caches, and each text counted once
+        (see RunCounter)."""
+        run = SentCost(RunCounter(self.counter), self.target)
+        run._shape, run._alone = self._shape, self._alone
+        return run
 
     def total(self, units: Sequence[Unit]) -> int:
         if self.target is None or not units:
@@ -638,7 +646,9 @@ class Info:
     shares: dict[int, float] = field(default_factory=dict)  # see Plan._shares, by column
     relevance: float = 0.0  # see CompressorConfig.relevance_boost
     raised: float = 1.0  # what relevance multiplied its value by
-    forms: list[Form] = field(default_factory=list)
+    index: int = 0  # its position in the input
+    # its renditions (Plan._forms_of): a must-keep unit's only when an overflow asks for them
+    forms: list[Form] | None = None
 
 
 class Plan:
@@ -729,6 +739,7 @@ class Plan:
                 leading=i < leading,
                 relevance=relevant[i],
                 raised=raise_,
+                index=i,
             )
             # error lines are looked for where errors are: tool output, and any unit the
             # classifier gives some chance of being one
@@ -835,6 +846,11 @@ class Plan:
             )
         return share
 
+    def _forms_of(self, info: Info) -> list[Form]:
+        if info.forms is None:
+            info.forms = self._forms(info.index)
+        return info.forms
+
     def _forms(self, i: int) -> list[Form]:
         """Every rendition of unit i, verbatim first, dropped last."""
         info = self.info[i]
@@ -898,14 +914,15 @@ class Plan:
         out: list[Form] = []
         n, c0 = info.tokens + info.opening, base.cost
         head = 2
-        while runs and head < 4096:
+        active = list(range(len(runs)))  # the runs long enough for the step: fewer each step
+        while active and head < 4096:
             extra = 0
-            for j, run in enumerate(runs):
-                if len(run) >= st.MIN_ELIDED + head:
-                    for line in run[counted[j] : head]:
-                        heads[j] += count(line[: st.MAX_LINE_CHARS]) + 1
-                    counted[j] = head
-                    extra += heads[j]
+            active = [j for j in active if len(runs[j]) >= st.MIN_ELIDED + head]
+            for j in active:
+                for line in runs[j][counted[j] : head]:
+                    heads[j] += count(line[: st.MAX_LINE_CHARS]) + 1
+                counted[j] = head
+                extra += heads[j]
             cost = c0 + extra
             if cost >= 0.97 * n:
                 break
@@ -971,8 +988,12 @@ class Plan:
     # -- the run ----------------------------------------------------------------------------
 
     def run(self, limit: int | None, before: int, eager: bool) -> CompressionResult:
-        for i, info in enumerate(self.info):
-            info.forms = self._forms(i)
+        for info in self.info:
+            # a must-keep unit keeps its fixed rendition unless there is an overflow: its
+            # others are worked out only then (163 of the 1,288 units of the
+            # scripts/bench_compress_speed.py session, 23% of its tokens)
+            if info.fixed is None:
+                self._forms_of(info)
         if limit is not None:
             self._fit_must_keep(limit)
         budget = limit
@@ -1018,7 +1039,7 @@ class Plan:
             return [self._locked[i]]
         if info.fixed is not None:
             return [info.fixed]
-        forms = info.forms
+        forms = self._forms_of(info)
         if info.error_floor:  # its error lines at the least
             forms = [f for f in forms if f.action != "dropped"]
         if caps is None:
@@ -1054,7 +1075,7 @@ class Plan:
                 drop = Form("dropped", 0, 0.0, None, reason=why)
                 combos = [(drop, drop)]
             else:  # the other side's note keeps the pair whole
-                a, b = (self.info[k].fixed or self.info[k].forms[-2] for k in item)
+                a, b = (self.info[k].fixed or self._forms_of(self.info[k])[-2] for k in item)
                 combos = [(a, b)]
         out = []
         for combo in combos:
@@ -1136,7 +1157,7 @@ class Plan:
             j = self.links.get(i)
             if j is not None and w == "dropped" and want[j] != "dropped":
                 w = "noted"  # the stand-in that keeps its partner's pair whole
-            have = [f for f in info.forms if f.action == w]
+            have = [f for f in self._forms_of(info) if f.action == w]
             if have and w == "summarized":  # the length the config asks, or the next below
                 c = self.config
                 overhead = info.tokens - self.costs.counter.count(info.unit.text)
@@ -1149,7 +1170,7 @@ class Plan:
             elif have:
                 caps[i] = min(_order(f) for f in have)
             else:  # none shorter than the unit itself (too short to summarize): verbatim
-                caps[i] = _order(info.forms[0])
+                caps[i] = _order(self._forms_of(info)[0])
         return caps
 
     def _strategy_form(self, info: Info) -> str:
@@ -1344,7 +1365,7 @@ class Plan:
         tokens: past them, more lines of the same failure are worth what they cost (a test
         run's 40 FAILED lines are not worth 40 decisions)."""
         info = self.info[i]
-        floor = min((f.cost for f in info.forms if f.action != "dropped"), default=0)
+        floor = min((f.cost for f in self._forms_of(info) if f.action != "dropped"), default=0)
         dense = min(1.0, ERROR_LINES_DENSE / max(1, floor - info.opening))
         return RENDITION_DENSITY * info.density / info.raised * dense
 
@@ -1421,7 +1442,7 @@ class Plan:
         if action == "dropped":  # a tool unit's partner goes with it
             return [Form("dropped", 0, 0.0, None, reason=reason)]
         if action == "summarized":
-            steps = [f for f in info.forms if f.action in ("summarized", "restructured")]
+            steps = [f for f in self._forms_of(info) if f.action in ("summarized", "restructured")]
             steps.sort(key=lambda f: -f.cost)
             return [dataclasses.replace(f, reason=reason) for f in steps]
         if u.kind == "tool_call":
@@ -1540,7 +1561,7 @@ class Plan:
                     # fullest rendition of the call that fits (its structure, else its note)
                     fits = [
                         g
-                        for g in info.forms
+                        for g in self._forms_of(info)
                         if g.unit is not None
                         and g.action in ("restructured", "noted")
                         and g.cost - info.opening <= f.target

@@ -17,8 +17,10 @@ input (no regex that can backtrack over more than one line, no pairwise diff):
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -90,6 +92,7 @@ def is_fenced(text: str) -> bool:
     return not _LINENO.match(text) and _FENCE.search(text) is not None
 
 
+@functools.lru_cache(maxsize=4096)  # a session's calls use a few dozen keys, again and again
 def is_identity_key(key: str) -> bool:
     """Whether a tool input key names what the call acts on (`file_path`, `subagent_type`,
     `taskId`; not `model`, `old_string`, `content`)."""
@@ -420,6 +423,23 @@ def _position_finder(text: str) -> Callable[[int], int]:
 def error_excerpt(text: str, limit: int = MAX_ERROR_LINES) -> str:
     """The error lines of `text`, verbatim (cut to ERROR_LINE_CHARS), gaps marked as the
     extractive summarizer marks them; "" when it has none."""
+    # Every compression looks for each tool result's error lines, and a session compressed
+    # as it grows brings the same results each time: remembered by a digest of the text (the
+    # cues' patterns on the candidate lines took 23 of the 276 ms of a warm run of
+    # scripts/bench_compress_speed.py, CPU time)
+    key = (hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), limit)
+    out = _EXCERPTS.get(key)
+    if out is None:
+        out = _EXCERPTS[key] = _error_excerpt(text, limit)
+        if len(_EXCERPTS) > 4096:
+            _EXCERPTS.popitem(last=False)
+    return out
+
+
+_EXCERPTS: OrderedDict[tuple[bytes, int], str] = OrderedDict()
+
+
+def _error_excerpt(text: str, limit: int) -> str:
     lines = text.split("\n")
     keep = error_lines(text, limit)
     out: list[str] = []

@@ -55,6 +55,23 @@ class TiktokenCounter:
         return n
 
 
+class RunCounter:
+    """`counter`, with each text's count remembered for one job over the same texts (a
+    compression asks for most texts several times: each unit's cost, the whole as sent, its
+    renditions). Keyed by the text itself, whose hash Python keeps, where the counter's own
+    cache hashes every text it is asked for: drop it with the job (it holds the texts)."""
+
+    def __init__(self, counter: TokenCounter):
+        self.counter = counter
+        self._seen: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        n = self._seen.get(text)
+        if n is None:
+            n = self._seen[text] = self.counter.count(text)
+        return n
+
+
 class HeuristicCounter:
     """About four characters a token: the fallback when no tokenizer is available."""
 
@@ -132,6 +149,7 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "TARGETS",
     "HeuristicCounter",
+    "RunCounter",
     "TiktokenCounter",
     "TokenCounter",
     "default_token_counter",
