@@ -323,3 +323,30 @@ def test_a_new_block_still_hits_the_previous_prefix() -> None:
     assert prefix_bytes(a) == prefix_bytes(b, nth=-2)
     assert len(prefix_bytes(b)) > len(prefix_bytes(a)) > 2000
     assert_valid_anthropic(b)
+
+
+def test_a_limit_counts_the_timestamps_masked_as_sent() -> None:
+    """Cache-aware rendering masks timestamps; the limit counts the request as sent, masked
+    (a real session whose suffix held a timestamped CI log was allocated as if unmasked and
+    sent 83% of its limit; 95% now)."""
+    from winnow.serving.tokens import read_back
+
+    log = "\n".join(
+        f"2026-06-17T10:{i % 60:02d}:02.6691559Z step {i}: compiled module_{i}.go in {i} ms"
+        for i in range(120)
+    )
+    units = [unit(0, "requirement", "Find out why CI is slow and fix it.", "user")]
+    for s in range(12):
+        units += [
+            unit(1 + 3 * s, "status", f"Step {s}: reading the next job log.", "assistant"),
+            unit(2 + 3 * s, "status", json.dumps({"cmd": f"gh run view {s} --log"}), "assistant",
+                 "tool_call", tool_name="Bash", call_id=f"c{s}"),
+            unit(3 + 3 * s, "tool_output", log, "tool", "tool_result", tool_name="Bash",
+                 call_id=f"c{s}"),
+        ]  # fmt: skip
+    cac = CacheAwareCompressor(COMPRESSOR, CacheConfig(model="claude-sonnet-4-6"))
+    limit = int(sent_tokens(units, "anthropic") * 0.3)
+    result = cac.compress(units, limit)
+    body = result.to_anthropic()
+    sent = sum(unit_tokens(u, COMPRESSOR.counter) for u in read_back(body, "anthropic"))
+    assert sent == result.sent_after <= limit

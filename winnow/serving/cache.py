@@ -151,15 +151,18 @@ class CacheAwareCompressor:
 
     def _compress(self, units: list[Unit], token_limit: int | float | str) -> CacheAwareResult:
         comp = self.compressor
-        costs = comp.sent_cost("auto", units)
-        total = costs.total(units)
+        # The limit counts what is sent (timestamps masked, when scrubbed); a share is of the
+        # session's own tokens, as without --cache.
+        scrub = self.config.scrub
+        costs = comp.sent_cost("auto", units, scrub)
+        total = comp.sent_cost("auto", units).total(units)
         limit = resolve_limit(token_limit, total)
         assert limit is not None
         ends = self.block_ends(units)
         cut = ends[-1] if ends else 0
-        if total <= limit:  # nothing to do: the whole prefix is the input's own
-            prefix = comp.compress(units[:cut], limit)
-            suffix = comp.compress(units[cut:], limit)
+        if costs.total(units) <= limit:  # nothing to do: the whole prefix is the input's own
+            prefix = comp.compress(units[:cut], limit, scrub=scrub)
+            suffix = comp.compress(units[cut:], limit, scrub=scrub)
             previous = ends[-2] if len(ends) > 1 else 0
             return self._result(units, prefix, suffix, cut, previous, limit, total, None)
         # The suffix keeps all it has up to its share; the prefix gets the rest, as a rung of
@@ -178,7 +181,7 @@ class CacheAwareCompressor:
         prefix_raw, prefix_floor = costs.total(units[:cut]), sum(floor[:cut])
         used: float | None = None
         if prefix_floor >= budget:  # the must-keep units alone overflow: one compression
-            prefix, previous = comp.compress(units[:cut], max(1, budget)), 0
+            prefix, previous = comp.compress(units[:cut], max(1, budget), scrub=scrub), 0
         else:
             rest = (budget - prefix_floor) / max(1, prefix_raw - prefix_floor)
             ratio = self._rung(rest)
@@ -196,11 +199,13 @@ class CacheAwareCompressor:
             while len(self._rungs) > self.config.memo_size:
                 self._rungs.popitem(last=False)
             if prefix.tokens_after > budget and last is None:  # what the blocks' pairs add
-                prefix, previous, used = comp.compress(units[:cut], budget), 0, None
-        suffix = comp.compress(units[cut:], max(1, limit - prefix.tokens_after))
+                prefix, previous, used = comp.compress(units[:cut], budget, scrub=scrub), 0, None
+        suffix = comp.compress(units[cut:], max(1, limit - prefix.tokens_after), scrub=scrub)
         over = costs.total(prefix.units + suffix.units) - limit
         if over > 0:  # what the renderer adds where the two meet
-            suffix = comp.compress(units[cut:], max(1, limit - prefix.tokens_after - over))
+            suffix = comp.compress(
+                units[cut:], max(1, limit - prefix.tokens_after - over), scrub=scrub
+            )
         return self._result(units, prefix, suffix, cut, previous, limit, total, used)
 
     def _result(
@@ -225,7 +230,7 @@ class CacheAwareCompressor:
             scrub=self.config.scrub,
             token_limit=limit,
             sent_before=total,
-            sent_after=self.compressor.sent_cost("auto", units).total(out),
+            sent_after=self.compressor.sent_cost("auto", units, self.config.scrub).total(out),
             ratio=ratio,
         )
 
@@ -280,7 +285,7 @@ class CacheAwareCompressor:
         up to it and the ratio. Also returns how many output units the prefix holds before
         its newest block."""
         comp = self.compressor
-        costs = comp.sent_cost("auto", units)
+        costs = comp.sent_cost("auto", units, self.config.scrub)
         parts: list[CompressionResult] = []
         h = hashlib.sha256(f"{ratio!r}:{costs.target}".encode())
         start = 0
@@ -292,7 +297,7 @@ class CacheAwareCompressor:
             if block is None:
                 raw, keep = costs.total(units[start:end]), sum(floor[start:end])
                 room = keep + math.floor(max(0, raw - keep) * ratio)
-                block = comp.compress(units[start:end], max(1, room))
+                block = comp.compress(units[start:end], max(1, room), scrub=self.config.scrub)
                 self._memo[key] = block
                 while len(self._memo) > self.config.memo_size:
                     self._memo.popitem(last=False)

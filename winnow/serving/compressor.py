@@ -46,6 +46,7 @@ from winnow.serving.summarizers import ExtractiveSummarizer, Summarizer, summari
 from winnow.serving.tokens import (
     TARGETS,
     RunCounter,
+    ScrubbedCounter,
     TokenCounter,
     default_token_counter,
     read_back,
@@ -367,7 +368,7 @@ class SemanticCompressor:
         self.counter = token_counter or default_token_counter()
         self.summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self._classifier = classifier
-        self._costs: dict[str | None, SentCost] = {}
+        self._costs: dict[tuple[str | None, bool], SentCost] = {}
 
     @property
     def classifier(self) -> Any:
@@ -410,15 +411,20 @@ class SemanticCompressor:
                 out[i] = (p.category, p.scores)
         return [(c, dict(sc) if sc else {c: 1.0}) for c, sc in out]
 
-    def sent_cost(self, target: str | None = "auto", units: Sequence[Unit] = ()) -> SentCost:
-        """The cost model for `target` ("auto": the config's, resolved for `units`), cached."""
+    def sent_cost(
+        self, target: str | None = "auto", units: Sequence[Unit] = (), scrub: bool = False
+    ) -> SentCost:
+        """The cost model for `target` ("auto": the config's, resolved for `units`), cached;
+        `scrub`: of texts sent with their timestamps masked (`to_anthropic(scrub=True)`)."""
         if target == "auto":
             target = self.config.target
         if target == "auto":
             target = provider_of(units)
-        if target not in self._costs:
-            self._costs[target] = SentCost(self.counter, target)
-        return self._costs[target]
+        key = (target, scrub)
+        if key not in self._costs:
+            counter = ScrubbedCounter(self.counter) if scrub else self.counter
+            self._costs[key] = SentCost(counter, target)
+        return self._costs[key]
 
     def compress(
         self,
@@ -426,14 +432,17 @@ class SemanticCompressor:
         token_limit: int | float | str | None = None,
         *,
         eager: bool = False,
+        scrub: bool = False,
     ) -> CompressionResult:
         """Compress the units of one conversation, in order, under `token_limit`: a token
         count, or a share of the input's own tokens (0.3 or "30%").
 
         Under the limit nothing changes. With no limit, or `eager`, every unit gets its
-        category's strategy in full first (then whatever the limit still needs)."""
+        category's strategy in full first (then whatever the limit still needs). `scrub`: the
+        output is to be sent with its timestamps masked (`to_anthropic(scrub=True)`, as
+        cache-aware rendering does): the limit counts it so."""
         given = [as_unit(u) for u in units]
-        costs = self.sent_cost("auto", given).for_run()
+        costs = self.sent_cost("auto", given, scrub).for_run()
         before = costs.total(given)
         limit = resolve_limit(token_limit, before)
         plan = Plan(given, self._labels(given), self.config, costs, self.summarizer)

@@ -72,6 +72,19 @@ class RunCounter:
         return n
 
 
+class ScrubbedCounter:
+    """`counter` on texts as cache-aware rendering sends them: timestamps masked
+    (`render.scrub_volatile`), so that a limit counts what is sent."""
+
+    def __init__(self, counter: TokenCounter):
+        self.counter = counter
+
+    def count(self, text: str) -> int:
+        from winnow.serving.render import scrub_volatile
+
+        return self.counter.count(scrub_volatile(text))
+
+
 class HeuristicCounter:
     """About four characters a token: the fallback when no tokenizer is available."""
 
@@ -150,6 +163,7 @@ __all__ = [
     "TARGETS",
     "HeuristicCounter",
     "RunCounter",
+    "ScrubbedCounter",
     "TiktokenCounter",
     "TokenCounter",
     "default_token_counter",
