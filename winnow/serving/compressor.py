@@ -96,7 +96,7 @@ SHARES = {
 RENDITION_DENSITY = 3.0
 RANK = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
 # On a must-keep overflow, an error's lines count as RENDITION_DENSITY times as dense as the
-# unit for this many tokens, spread over all of them when there are more. 300: on
+# unit, but no more in all than this many such tokens (the value spread over all the lines). 300: on
 # scripts/bench_ab.py at 20%, 4 more must-keep units verbatim of 1,411 (8 with out-of-fold
 # categories) and the same 147 errors at their error lines; 150 does the same.
 ERROR_LINES_DENSE = 300
@@ -1370,9 +1370,9 @@ class Plan:
     def _release_cost(self, i: int) -> float:
         """Value an error loses per token it frees when its error lines give way: error lines
         are as dense as a rendition gets (RENDITION_DENSITY), whether they are a note of a
-        long log or the whole of a one-line error; but only their first ERROR_LINES_DENSE
-        tokens: past them, more lines of the same failure are worth what they cost (a test
-        run's 40 FAILED lines are not worth 40 decisions)."""
+        long log or the whole of a one-line error; but a long run of them no more in all than
+        ERROR_LINES_DENSE such tokens (a test run's 40 FAILED lines are one failure, not 40
+        decisions' worth)."""
         info = self.info[i]
         floor = min((f.cost for f in self._forms_of(info) if f.action != "dropped"), default=0)
         dense = min(1.0, ERROR_LINES_DENSE / max(1, floor - info.opening))
