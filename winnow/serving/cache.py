@@ -156,11 +156,12 @@ class CacheAwareCompressor:
         scrub = self.config.scrub
         costs = comp.sent_cost("auto", units, scrub)
         total = comp.sent_cost("auto", units).total(units)
+        sent = costs.total(units) if scrub else total
         limit = resolve_limit(token_limit, total)
         assert limit is not None
         ends = self.block_ends(units)
         cut = ends[-1] if ends else 0
-        if costs.total(units) <= limit:  # nothing to do: the whole prefix is the input's own
+        if sent <= limit:  # nothing to do: the whole prefix is the input's own
             prefix = comp.compress(units[:cut], limit, scrub=scrub)
             suffix = comp.compress(units[cut:], limit, scrub=scrub)
             previous = ends[-2] if len(ends) > 1 else 0

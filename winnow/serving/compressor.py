@@ -96,9 +96,10 @@ SHARES = {
 RENDITION_DENSITY = 3.0
 RANK = {"dropped": 0, "noted": 1, "summarized": 2, "restructured": 3, "kept": 4}
 # On a must-keep overflow, an error's lines count as RENDITION_DENSITY times as dense as the
-# unit, but no more in all than this many such tokens (the value spread over all the lines). 300: on
-# scripts/bench_ab.py at 20%, 4 more must-keep units verbatim of 1,411 (8 with out-of-fold
-# categories) and the same 147 errors at their error lines; 150 does the same.
+# unit, but no more in all than this many such tokens (the value spread over all the lines).
+# 300: scripts/bench_ab.py --baseline-src <checkout without it>, at 20%: 1,425 against 1,422
+# of 1,473 must-keep units verbatim (with --categories from scripts/oof_categories.py: 1,278
+# against 1,263), no error fewer at its error lines; 150 did the same on round 7's labels.
 ERROR_LINES_DENSE = 300
 # On a must-keep overflow, what a must-keep unit loses by no longer being verbatim, whatever
 # its summary keeps: the value of this many of its tokens. A unit is changed for a good many

@@ -77,12 +77,13 @@ class ScrubbedCounter:
     (`render.scrub_volatile`), so that a limit counts what is sent."""
 
     def __init__(self, counter: TokenCounter):
-        self.counter = counter
-
-    def count(self, text: str) -> int:
         from winnow.serving.render import scrub_volatile
 
-        return self.counter.count(scrub_volatile(text))
+        self.counter = counter
+        self._scrub = scrub_volatile
+
+    def count(self, text: str) -> int:
+        return self.counter.count(self._scrub(text))
 
 
 class HeuristicCounter:
