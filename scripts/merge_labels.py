@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from winnow.data.schema import CATEGORIES
+from winnow.data.schema import CATEGORIES, DROPPABLE, MUST_KEEP
 
 
 def cohen_kappa(a: list[str], b: list[str]) -> float:
@@ -26,6 +26,25 @@ def cohen_kappa(a: list[str], b: list[str]) -> float:
     ca, cb = Counter(a), Counter(b)
     pe = sum(ca[c] * cb[c] for c in CATEGORIES) / (n * n)
     return (po - pe) / (1 - pe) if pe < 1 else 1.0
+
+
+def second_annotator(owner: list[str], other: list[str]) -> dict[str, object]:
+    """The second annotator scored as a model against the owner's label: the most a model can
+    be shown to reach on these labels, since the owner's label is the gold one."""
+    f1 = {}
+    for c in CATEGORIES:
+        tp = sum(a == c == b for a, b in zip(owner, other))
+        wrong = sum((a == c) != (b == c) for a, b in zip(owner, other))
+        if tp + wrong:
+            f1[c] = round(2 * tp / (2 * tp + wrong), 3)
+    kept = [b for a, b in zip(owner, other) if a in MUST_KEEP]
+    return {
+        "accuracy": round(sum(a == b for a, b in zip(owner, other)) / len(owner), 4),
+        "macro_f1": round(sum(f1.values()) / len(f1), 4),
+        "must_keep_recall": round(sum(b in MUST_KEEP for b in kept) / len(kept), 4),
+        "must_keep_called_droppable": round(sum(b in DROPPABLE for b in kept) / len(kept), 4),
+        "f1": f1,
+    }
 
 
 def apply_corrections(gold: list[dict[str, str]], path: Path) -> int:
@@ -99,6 +118,7 @@ def main() -> None:
         "double_labelled": len(first),
         "raw_agreement": round(agree / len(first), 4) if first else None,
         "cohen_kappa": round(cohen_kappa(first, second), 4) if first else None,
+        "second_annotator": second_annotator(first, second) if first else None,
         "corrections": corrected,
         "distribution": dict(Counter(r["category"] for r in gold).most_common()),
         "top_disagreements": {f"{a} / {b}": n for (a, b), n in confusions.most_common(8)},

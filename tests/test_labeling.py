@@ -381,7 +381,8 @@ def test_commit_calls_and_edit_errors():
             "c3",
         ),
     )
-    assert _labels(units) == ["requirement", "explanation", "status", "code", "error"]
+    # a commit is a progress step however long its message (data/labels/README.md)
+    assert _labels(units) == ["requirement", "status", "status", "code", "error"]
 
 
 def test_label_command_unknown_ids_are_one_line_and_empty_report_fails(tmp_path, capsys):
@@ -416,3 +417,21 @@ def test_labels_file_with_a_byte_order_mark_or_a_deep_line(tmp_path):
     join = load_labels([labels], known_ids={"s:0", "s:1"})
     assert join.labels == {"s:0": "constraint", "s:1": "status"}
     assert len(join.problems) == 1 and join.problems[0].startswith(f"{labels}:2: ")
+
+
+def test_the_labeller_follows_the_hand_label_conventions():
+    skill = "Base directory for this skill: /repo/.claude/skills/commit\n\n# Commit\n\nUse conventional commits."
+    units = _session(
+        ("user", "text", "fix the flaky login test"),
+        ("user", "text", skill),  # a skill launched bare: its rules
+        ("user", "text", skill + "\n\nARGUMENTS: add OSC 133 to fish"),  # it carries the task
+        ("assistant", "tool_call", '{"todos":[{"content":"fix it"}]}', "TodoWrite", "c1"),
+        ("tool", "tool_result", "Todos have been modified successfully.", "TodoWrite", "c1"),
+        ("assistant", "tool_call", '{"subject":"Fix login"}', "TaskCreate", "c2"),
+        ("tool", "tool_result", "Task #7 created successfully: Fix login", "TaskCreate", "c2"),
+        ("user", "text", "<bash-input>git status</bash-input>"),
+    )
+    assert _labels(units)[1:3] == ["constraint", "requirement"]
+    # receipts that only confirm are tool output; a command the user ran is a status step
+    assert _labels(units)[4] == _labels(units)[6] == "tool_output"
+    assert _labels(units)[7] == "status"

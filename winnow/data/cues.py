@@ -502,6 +502,17 @@ def is_skill_expansion(text: str) -> bool:
     return _SKILL_EXPANSION.match(text) is not None
 
 
+def skill_arguments(text: str) -> str | None:
+    """What a command or skill expansion was given to work on: a `<command-message>` command's
+    own text, or the non-empty `ARGUMENTS:` line Claude Code appends to a skill; None for a
+    skill launched bare (only its rules)."""
+    if text.lstrip().startswith("<command-message>"):
+        return text
+    at = text.rfind("\nARGUMENTS:")
+    args = text[at + 11 :].strip() if at >= 0 else ""
+    return args or None
+
+
 # --- tools -----------------------------------------------------------------------------------
 
 _TOOL_CLASSES: dict[str, frozenset[str]] = {

@@ -49,7 +49,7 @@ class LabelerConfig:
     final_ref_min_shared: int = 2  # identifiers shared with the final answer to lean must-keep
     architecture_min_ids: int = 2  # architecture words must name this many paths/identifiers
     architecture_min_words: int = 2  # distinct structure words ('handles', 'module', '->') needed
-    constraint_max_words: int = 80  # a longer user message is a task that may mention limits
+    constraint_max_words: int = 12  # a longer user message is a task that may mention limits
     final_min_words: int = 8  # the final answer is the last assistant text at least this long
 
 
@@ -229,9 +229,11 @@ def slash_command(u: Unit, s: Session, i: int) -> str | None:
 
 @lf(RULE)
 def command_expansion(u: Unit, s: Session, i: int) -> str | None:
-    """The instruction text a slash command or skill expands into."""
+    """The instruction text a slash command or skill expands into: a requirement when it carries
+    the task (a command, or a skill given ARGUMENTS), else the skill's rules: constraint. The
+    hand labels agree on all 18 expansions they hold (data/labels/README.md, conventions)."""
     if u.role == "user" and u.kind == "text" and cues.is_skill_expansion(u.text):
-        return "requirement"
+        return "requirement" if cues.skill_arguments(u.text) is not None else "constraint"
     return None
 
 
@@ -309,13 +311,14 @@ _COMMIT_MESSAGE = re.compile(r"-m\s+(.+)", re.S)
 
 @lf(CUE)
 def commit_message(u: Unit, s: Session, i: int) -> str | None:
-    """A commit with a message body summarises the work done: explanation; a one-liner is status."""
+    """A git commit call is a progress step however long its message, unless the message states
+    a root cause or a choice (data/labels/README.md, conventions)."""
     if u.kind != "tool_call" or _call_class(u, s) != "shell":
         return None
     msg = _commit_message(u)
     if msg is None:
         return None
-    return "explanation" if cues.word_count(msg) > s.config.summary_min_words * 2 else "status"
+    return "decision" if cues.has_decision_words(msg) else "status"
 
 
 @lf(RULE)
@@ -336,11 +339,12 @@ def search_result(u: Unit, s: Session, i: int) -> str | None:
 
 @lf(RULE)
 def plan_result(u: Unit, s: Session, i: int) -> str | None:
-    """The fixed confirmation a plan tool returns ('Todos have been modified', 'Plan updated')."""
+    """The fixed confirmation a plan tool returns ('Todos have been modified', 'Plan updated'):
+    tool output, as every receipt that only confirms (data/labels/README.md, conventions)."""
     if _result_of(u, s, ("plan",)) and u.text.startswith(
         ("Todos have been modified", "Plan updated")
     ):
-        return "boilerplate"
+        return "tool_output"
     return None
 
 
@@ -407,12 +411,14 @@ def pasted_error(u: Unit, s: Session, i: int) -> str | None:
 
 @lf(CUE)
 def housekeeping_noise(u: Unit, s: Session, i: int) -> str | None:
-    """`<bash-input>` echoes, agent launch receipts, client token/cost lines."""
+    """Client token/cost lines are boilerplate; `<bash-input>` echoes, status."""
     if u.kind == "tool_call":
         return None
     t = u.text
-    if cues.is_bash_input(t) or cues.is_client_noise(t) or t.startswith("Async agent launched"):
+    if cues.is_client_noise(t):
         return "boilerplate"
+    if cues.is_bash_input(t):
+        return "status"  # a command the user ran (conventions), unless it states a task
     return None
 
 
@@ -464,14 +470,6 @@ def architecture_words(u: Unit, s: Session, i: int) -> str | None:
 def work_summary(u: Unit, s: Session, i: int) -> str | None:
     """A summary of completed work that lists specifics is explanation."""
     return "explanation" if _is_work_summary(u, s) else None
-
-
-@lf(CUE)
-def code_in_text(u: Unit, s: Session, i: int) -> str | None:
-    """Prose that is mostly code (a fenced block, a diff)."""
-    if _prose(u) and u.role != "system" and cues.has_code(u.text) and not _is_work_summary(u, s):
-        return "code"
-    return None
 
 
 @lf(CUE)
@@ -546,10 +544,11 @@ def result_code(u: Unit, s: Session, i: int) -> str | None:
 
 @lf(CUE)
 def task_report(u: Unit, s: Session, i: int) -> str | None:
-    """A sub-agent's report is tool output; a task-bookkeeping receipt ('Updated task #1') is status."""
-    if u.kind != "tool_result" or _call_class(u, s) != "task" or u.text.startswith("Async agent"):
+    """A sub-agent's report, a launch receipt, a task-bookkeeping receipt ('Task #7 created
+    successfully'): tool output (data/labels/README.md, conventions)."""
+    if u.kind != "tool_result" or _call_class(u, s) != "task":
         return None
-    return "tool_output" if cues.word_count(u.text) > s.config.short_words * 3 else "status"
+    return "tool_output"
 
 
 @lf(CUE)
