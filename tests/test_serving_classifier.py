@@ -109,6 +109,22 @@ def test_obvious_units(clf):
     ]
 
 
+def test_injected_rules_and_skill_expansions_are_settled(clf):
+    """Whatever the model says: project rules and a bare skill are constraint, a skill given
+    ARGUMENTS carries the task (the hand labels agree on all 30 they hold)."""
+    skill = "Base directory for this skill: /repo/.claude/skills/commit\n\n# Commit\n\nUse conventional commits."
+    texts = [
+        "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\nRun the tests before a commit.\n</INSTRUCTIONS>",
+        skill,
+        skill + "\n\nARGUMENTS: fix the OSC 133 sequence in fish",
+    ]
+    units = [
+        {"id": f"s:{i}", "session_id": "s", "index": i, "role": "user", "kind": "text", "text": t}
+        for i, t in enumerate(texts)
+    ]
+    assert [p.category for p in clf.predict(units)] == ["constraint", "constraint", "requirement"]
+
+
 def test_empty_input(clf):
     assert clf.predict([]) == []
     assert clf.predict_proba([]).shape == (0, len(CATEGORIES))

@@ -477,6 +477,25 @@ def is_settled_boilerplate(unit: Unit) -> bool:
     return False
 
 
+def settled_category(unit: Unit) -> str | None:
+    """The category TAXONOMY.md and the hand-label conventions give a unit outright, whatever
+    a model says, or None: boilerplate as `is_settled_boilerplate`; injected project rules
+    (AGENTS.md / CLAUDE.md instructions) constraint; a skill or command expansion requirement
+    when it carries the task (`skill_arguments`), else constraint (the skill's rules). The hand
+    labels agree on all 30 expansions and injected rules they hold; models trained without a
+    source's harness call them requirement (`winnow evaluate --by-source`)."""
+    if is_settled_boilerplate(unit):
+        return "boilerplate"
+    if unit.kind != "text" or unit.role not in ("user", "system"):
+        return None
+    text = unit.text or ""
+    if is_project_instructions(text):
+        return "constraint"
+    if unit.role == "user" and is_skill_expansion(text):
+        return "requirement" if skill_arguments(text) is not None else "constraint"
+    return None
+
+
 def is_bash_input(text: str) -> bool:
     """A `<bash-input>` echo of a shell command the user ran inside the client."""
     return _BASH_INPUT.match(text) is not None

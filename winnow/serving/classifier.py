@@ -48,7 +48,7 @@ from winnow.classifier.manifest import (
     read_manifest,
     verify_checksums,
 )
-from winnow.data.cues import is_settled_boilerplate
+from winnow.data.cues import settled_category
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.categorizer import Prediction  # the Categorizer protocol's result type
 
@@ -180,9 +180,7 @@ class ImportanceClassifier:
         self.must_keep_rule = cal.must_keep_rule
         self.must_keep_scaling = cal.must_keep_scaling
         self._keep = np.array([c in MUST_KEEP for c in self.labels])
-        self._boilerplate = (
-            self.labels.index("boilerplate") if "boilerplate" in self.labels else None
-        )
+        self._label_index = {c: i for i, c in enumerate(self.labels)}
         self._keep_idx = np.flatnonzero(self._keep)
         opts = ort.SessionOptions()
         # The graphs are fused by hand (winnow.training.graph / bag_graph); ORT's extended
@@ -266,8 +264,8 @@ class ImportanceClassifier:
         (`winnow.classifier.manifest.must_keep_score`) is the summed must-keep probability
         ("mass" rule), that sum over the likeliest other category's probability ("ratio"), or
         the chance a unit of its role with that sum is must-keep ("role"; without `units`, the
-        all-roles map). With `units`, a unit TAXONOMY.md itself calls boilerplate
-        (`cues.is_settled_boilerplate`) is boilerplate: a /clear the model gives 81%
+        all-roles map). With `units`, a unit TAXONOMY.md itself settles
+        (`cues.settled_category`) takes that category: a /clear the model gives 81%
         boilerplate and 9% must-keep would otherwise cross the threshold."""
         pred = probs.argmax(1)
         tau = self.must_keep_threshold
@@ -283,10 +281,11 @@ class ImportanceClassifier:
             )
             flip = (score >= tau) & ~self._keep[pred]
             pred = np.where(flip, keep[probs[:, keep].argmax(1)], pred)
-        if units is not None and self._boilerplate is not None:
+        if units is not None:
             for i, u in enumerate(units):
-                if is_settled_boilerplate(u):
-                    pred[i] = self._boilerplate
+                settled = self._label_index.get(settled_category(u) or "")
+                if settled is not None:
+                    pred[i] = settled
         return pred
 
     def _predictions(self, probs: np.ndarray, units: Sequence[Unit]) -> list[Prediction]:

@@ -25,7 +25,7 @@ from winnow.classifier.bag import BagEncoder
 from winnow.classifier.manifest import MUST_KEEP_RULES
 from winnow.classifier.manifest import must_keep_score as _score_rule
 from winnow.classifier.ngrams import BagInputs, BagSpec
-from winnow.data.cues import is_settled_boilerplate
+from winnow.data.cues import settled_category
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.training.corpus import Corpus
 from winnow.training.evaluate import (
@@ -138,8 +138,8 @@ def decide(
     scaling: Scaling | None = None,
 ) -> np.ndarray:
     """Category index per row: the argmax, or the likeliest must-keep category when the
-    must-keep score (`must_keep_score`) reaches `threshold` (None: plain argmax). Rows of
-    `settled` (units TAXONOMY.md calls boilerplate outright) are boilerplate, as served."""
+    must-keep score (`must_keep_score`) reaches `threshold` (None: plain argmax). Rows where
+    `settled` is a category index (units TAXONOMY.md settles outright) take it, as served."""
     pred = probs.argmax(1)
     if threshold is not None:
         keep_idx = np.flatnonzero(_KEEP)
@@ -148,13 +148,14 @@ def decide(
         flip = (score >= threshold) & ~_KEEP[pred]
         pred = np.where(flip, best_keep, pred)
     if settled is not None:
-        pred = np.where(settled, CATEGORIES.index("boilerplate"), pred)
+        pred = np.where(settled >= 0, settled, pred)
     return pred
 
 
-def settled_boilerplate(units: Sequence[Unit]) -> np.ndarray:
-    """Which units the served classifier calls boilerplate whatever its model says."""
-    return np.array([is_settled_boilerplate(u) for u in units], bool)
+def settled_categories(units: Sequence[Unit]) -> np.ndarray:
+    """Per unit, the category index the served classifier gives whatever its model says, or -1."""
+    cats = [settled_category(u) for u in units]
+    return np.array([CATEGORIES.index(c) if c else -1 for c in cats], int)
 
 
 @dataclass
@@ -485,7 +486,7 @@ def evaluate_by_source(
                     oof.setdefault(key, {}).setdefault(seed, {})[s] = probs
                 log(f"{recipe.name} seed {seed} held out {s}: {time.perf_counter() - t0:.1f} s")
     gold = {s: c.labels[test] for s, (_, test) in folds.items()}
-    settled = {s: settled_boilerplate([c.units[i] for i in test]) for s, (_, test) in folds.items()}
+    settled = {s: settled_categories([c.units[i] for i in test]) for s, (_, test) in folds.items()}
     roles = {s: np.array([c.units[i].role for i in test]) for s, (_, test) in folds.items()}
     results: dict[str, dict[str, dict[str, float]]] = {}
     spread: dict[str, dict[str, float]] = {}
