@@ -499,6 +499,25 @@ def test_must_keep_overflow_degrades_gracefully_by_default() -> None:
     assert all(r.reason.startswith("must-keep overflow") for r in tight.must_keep_changes)
 
 
+def test_the_harness_texts_sent_as_the_user_are_not_the_request() -> None:
+    """Codex sends AGENTS.md as the first user message, Claude Code a launched skill's text
+    as the latest: on an overflow the user's own request is the one that goes last."""
+    rules = "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\n" + "Run make lint first.\n" * 80
+    skill = "Base directory for this skill: /repo/.claude/skills/review\n\n" + "Check each diff.\n" * 80
+    units = [
+        unit(0, "constraint", rules, "user"),
+        unit(1, "requirement", "Review PR 7340 and fix what the reviewer found.", "user"),
+        unit(2, "constraint", skill, "user"),
+        unit(3, "status", "Reading the diff.", "assistant"),
+    ]
+    for limit in (60, 200):  # the rules and the skill give way (dropped, noted, summarized)
+        result = COMPRESSOR.compress(units, limit)
+        assert result.tokens_after <= limit
+        changed = {r.id for r in result.must_keep_changes}
+        assert "s:1" not in changed and {"s:0", "s:2"} <= changed
+        assert {u.id: u.text for u in result.units}["s:1"] == units[1].text
+
+
 def test_must_keep_overflow_error_policy_is_strict() -> None:
     comp = SemanticCompressor(
         classifier=object(), config=CompressorConfig(on_must_keep_overflow="error")

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from winnow.data.cues import settled_category
 from winnow.data.schema import CATEGORIES, DEFAULT_STRATEGIES, DROPPABLE, Unit, as_unit
 from winnow.serving import strategies as st
 from winnow.serving.allocator import Option, allocate, allocate_exact, cheapest, hull
@@ -787,7 +788,9 @@ class Plan:
         units = self.units
         boost = [1.0] * len(units)
         # the user's words, not what they attached: an image or a file in the latest user
-        # message is not what must go last (it went last, and the words went before it)
+        # message is not what must go last (it went last, and the words went before it); nor
+        # what the harness sends as the user: injected project rules (Codex sends AGENTS.md
+        # first) or a skill launched without a task (`settled_category`)
         asks = [
             i
             for i, u in enumerate(units)
@@ -795,6 +798,7 @@ class Plan:
             and u.kind == "text"
             and not u.extra.get("media_tokens")
             and labels[i][0] not in DROPPABLE
+            and settled_category(u) in (None, "requirement")
         ]
         self.asks = (asks[0], asks[-1]) if asks else ()
         if asks:
