@@ -503,7 +503,9 @@ def test_the_harness_texts_sent_as_the_user_are_not_the_request() -> None:
     """Codex sends AGENTS.md as the first user message, Claude Code a launched skill's text
     as the latest: on an overflow the user's own request is the one that goes last."""
     rules = "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\n" + "Run make lint first.\n" * 80
-    skill = "Base directory for this skill: /repo/.claude/skills/review\n\n" + "Check each diff.\n" * 80
+    skill = (
+        "Base directory for this skill: /repo/.claude/skills/review\n\n" + "Check each diff.\n" * 80
+    )
     units = [
         unit(0, "constraint", rules, "user"),
         unit(1, "requirement", "Review PR 7340 and fix what the reviewer found.", "user"),
