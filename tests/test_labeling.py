@@ -435,3 +435,24 @@ def test_the_labeller_follows_the_hand_label_conventions():
     # receipts that only confirm are tool output; a command the user ran is a status step
     assert _labels(units)[4] == _labels(units)[6] == "tool_output"
     assert _labels(units)[7] == "status"
+
+
+def test_settled_categories_are_harness_facts():
+    def settled(role: str, kind: str, text: str) -> str | None:
+        return cues.settled_category(Unit("s:0", "s", 0, role, kind, text))
+
+    assert settled("system", "text", "<skills_instructions>\n## Skills\n- review") == "boilerplate"
+    assert (
+        settled("system", "text", "litellm.APIError: APIError: OpenAIException - boom") == "error"
+    )
+    answer = "Add file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y"
+    assert settled("user", "text", answer) == "acknowledgment"
+    receipt = "Async agent launched successfully. agentId: a1b2"
+    assert settled("tool", "tool_result", receipt) == "tool_output"
+    assert (
+        settled("user", "text", "# AGENTS.md instructions for /repo\n\nRun tests.") == "constraint"
+    )
+    # the user's own words, an assistant's text and other tool output are the model's to call
+    assert settled("user", "text", "Fix the ValueError: it breaks the login") is None
+    assert settled("assistant", "text", "ValueError: the parser rejects it") is None
+    assert settled("tool", "tool_result", "ValueError: bad input") is None

@@ -477,22 +477,46 @@ def is_settled_boilerplate(unit: Unit) -> bool:
     return False
 
 
+# Harness texts the hand-feature spec does not mark (adding them to _BOILERPLATE would change
+# what a served model's `boilerplate_marker` feature means): Codex's mode and catalogue notes.
+_HARNESS_NOTE = re.compile(
+    r"^\s*<(?:collaboration_mode|apps_instructions|skills_instructions|plugins_instructions)>"
+)
+# A client printing the exception its provider call raised: `litellm.APIError: ...`.
+_CLIENT_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):")
+
+
 def settled_category(unit: Unit) -> str | None:
-    """The category TAXONOMY.md and the hand-label conventions give a unit outright, whatever
-    a model says, or None: boilerplate as `is_settled_boilerplate`; injected project rules
-    (AGENTS.md / CLAUDE.md instructions) constraint; a skill or command expansion requirement
-    when it carries the task (`skill_arguments`), else constraint (the skill's rules). The hand
-    labels agree on all 30 expansions and injected rules they hold; models trained without a
-    source's harness call them requirement (`winnow evaluate --by-source`)."""
+    """The category TAXONOMY.md and the hand-label conventions (data/labels/README.md) give a
+    unit outright, whatever a model says, or None:
+
+    - boilerplate: as `is_settled_boilerplate`, and Codex's mode and catalogue notes;
+    - constraint: injected project rules (AGENTS.md / CLAUDE.md instructions), a skill launched
+      without a task; requirement: a skill or command expansion that carries the task
+      (`skill_arguments`);
+    - error: an exception a client prints as a system message;
+    - acknowledgment: the user's answer to a client's (Y)es/(N)o prompt;
+    - tool_output: a sub-agent's launch receipt.
+
+    The hand labels agree on all 116 units these rules settle beyond boilerplate's; models
+    trained without a source's harness miss most of them (`winnow evaluate --by-source`)."""
     if is_settled_boilerplate(unit):
         return "boilerplate"
+    text = unit.text or ""
+    if unit.kind == "tool_result":
+        return "tool_output" if text.startswith("Async agent launched successfully") else None
     if unit.kind != "text" or unit.role not in ("user", "system"):
         return None
-    text = unit.text or ""
     if is_project_instructions(text):
         return "constraint"
-    if unit.role == "user" and is_skill_expansion(text):
+    if unit.role == "system":
+        if _HARNESS_NOTE.match(text):
+            return "boilerplate"
+        return "error" if _CLIENT_EXCEPTION.match(text) else None
+    if is_skill_expansion(text):
         return "requirement" if skill_arguments(text) is not None else "constraint"
+    if len(text) <= 400 and _yes_no_prompt(text):
+        return "acknowledgment"
     return None
 
 
