@@ -456,3 +456,35 @@ def test_settled_categories_are_harness_facts():
     assert settled("user", "text", "Fix the ValueError: it breaks the login") is None
     assert settled("assistant", "text", "ValueError: the parser rejects it") is None
     assert settled("tool", "tool_result", "ValueError: bad input") is None
+
+
+def test_the_result_of_reading_a_rules_file_is_settled_by_its_call():
+    def call(i: int, name: str, args: str) -> Unit:
+        return Unit(f"s:{i}", "s", i, "assistant", "tool_call", args, name, f"c{i}")
+
+    def result(i: int, text: str, err: bool | None = None) -> Unit:
+        return Unit(f"s:{i + 1}", "s", i + 1, "tool", "tool_result", text, None, f"c{i}", err)
+
+    reads = [
+        call(0, "Read", '{"file_path":"/repo/.claude/skills/commit/SKILL.md"}'),
+        call(2, "exec_command", '{"cmd":"sed -n \'1,140p\' AGENTS.md"}'),
+        call(4, "run_terminal_cmd", '{"command":"cat .cursor/rules/minsky-workflow.mdc"}'),
+        call(6, "fetch_rules", '{"rule_names":["testing"]}'),
+    ]
+    others = [
+        call(8, "Read", '{"file_path":"/repo/src/app.py"}'),
+        call(10, "Bash", '{"command":"git add AGENTS.md && git commit -m docs"}'),
+        call(12, "Bash", '{"command":".claude/skills/test-repo/harness.sh verify"}'),
+    ]
+    settle = cues.Settler()
+    for c in reads:
+        assert (
+            settle(c) is None and settle(result(c.index, "Rules: run the tests.")) == "constraint"
+        )
+    for c in others:
+        assert settle(c) is None and settle(result(c.index, "some output")) is None
+    # a failed or empty read is not the rules
+    failed = call(14, "Read", '{"file_path":"/repo/CLAUDE.md"}')
+    settle(failed)
+    assert settle(result(14, "File does not exist.", err=True)) is None
+    assert cues.Settler()(result(0, "Rules: run the tests.")) is None  # the call not seen

@@ -125,6 +125,29 @@ def test_injected_rules_and_skill_expansions_are_settled(clf):
     assert [p.category for p in clf.predict(units)] == ["constraint", "constraint", "requirement"]
 
 
+def test_a_read_skill_file_is_settled_online_as_in_batch(clf):
+    """The result of reading a skill or rule file is constraint (the hand-label conventions),
+    whether the session is classified whole or unit by unit."""
+    from winnow.serving.session import SessionClassifier
+
+    read = '{"cmd":"sed -n \'1,240p\' /home/dev/.agents/skills/open-pr/SKILL.md"}'
+    specs = [
+        ("user", "text", "Open a PR for the fix.", None, None),
+        ("assistant", "tool_call", read, "exec_command", "c1"),
+        ("tool", "tool_result", "# Open PR\n\nPush the branch, then run gh pr create.", "exec_command", "c1"),
+        ("assistant", "tool_call", '{"cmd":"sed -n \'1,40p\' src/app.py"}', "exec_command", "c2"),
+        ("tool", "tool_result", "import os\n\ndef main():\n    pass", "exec_command", "c2"),
+    ]  # fmt: skip
+    units = [
+        {"id": f"s:{i}", "session_id": "s", "index": i, "role": r, "kind": k, "text": t,
+         "tool_name": n, "call_id": c}
+        for i, (r, k, t, n, c) in enumerate(specs)
+    ]  # fmt: skip
+    batch = [p.category for p in clf.predict(units, online=True)]
+    assert batch[2] == "constraint"
+    assert [p.category for p in SessionClassifier(clf).extend(units)] == batch
+
+
 def test_empty_input(clf):
     assert clf.predict([]) == []
     assert clf.predict_proba([]).shape == (0, len(CATEGORIES))

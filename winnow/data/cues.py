@@ -7,8 +7,10 @@ vector from them (`CUE_FUNCTIONS`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 from winnow.data.schema import Unit
 
@@ -520,6 +522,25 @@ def settled_category(unit: Unit) -> str | None:
     return None
 
 
+class Settler:
+    """`settled_category` over units fed in session order, remembering the calls: the result
+    of a call that read a skill or rule file (`reads_rules_file`) is constraint."""
+
+    def __init__(self) -> None:
+        self._rules_calls: set[tuple[str, str]] = set()
+
+    def __call__(self, unit: Unit) -> str | None:
+        settled = settled_category(unit)
+        if unit.call_id:
+            key = (unit.session_id, unit.call_id)
+            if unit.kind == "tool_call" and reads_rules_file(unit):
+                self._rules_calls.add(key)
+            elif settled is None and unit.kind == "tool_result" and not unit.is_error:
+                if key in self._rules_calls:
+                    return "constraint"
+        return settled
+
+
 def is_bash_input(text: str) -> bool:
     """A `<bash-input>` echo of a shell command the user ran inside the client."""
     return _BASH_INPUT.match(text) is not None
@@ -560,10 +581,10 @@ def skill_arguments(text: str) -> str | None:
 
 _TOOL_CLASSES: dict[str, frozenset[str]] = {
     "read": frozenset({"read", "read_file", "view", "open", "cat", "notebookread", "read_many_files", "goto", "scroll_down", "scroll_up"}),
-    "search": frozenset({"grep", "glob", "ls", "list_directory", "search_file_content", "find_file", "search_dir", "search_file", "rg", "find", "codebase_search", "file_search", "list_files"}),
+    "search": frozenset({"grep", "glob", "ls", "list_directory", "search_file_content", "find_file", "search_dir", "search_file", "rg", "find", "codebase_search", "file_search", "list_files", "list_dir", "grep_search"}),
     "edit": frozenset({"edit", "write", "multiedit", "write_file", "replace", "create", "str_replace_editor", "str_replace", "apply_patch", "notebookedit", "insert", "edit_file", "create_file"}),
     "plan": frozenset({"todowrite", "update_plan", "taskcreate", "exitplanmode", "write_todos", "todo_write", "think"}),
-    "shell": frozenset({"bash", "powershell", "exec_command", "shell", "run_shell_command", "execute_bash", "run", "run_ipython", "local_shell", "write_stdin", "read_bash", "stop_bash", "bashoutput", "killshell", "taskoutput"}),
+    "shell": frozenset({"bash", "powershell", "exec_command", "shell", "run_shell_command", "execute_bash", "run", "run_ipython", "local_shell", "write_stdin", "read_bash", "stop_bash", "bashoutput", "killshell", "taskoutput", "run_terminal_cmd", "terminal"}),
     "web": frozenset({"webfetch", "websearch", "web_fetch", "google_web_search", "fetch", "browser"}),
     "task": frozenset({"task", "agent", "skill", "taskupdate", "tasklist", "toolsearch", "report_intent"}),
     "ask": frozenset({"askuserquestion", "ask_user", "request_user_input"}),
@@ -620,6 +641,61 @@ def shell_command_kind(command: str) -> str:
 def shell_reads_file(command: str) -> bool:
     """A shell command that prints a file (cat, head, sed -n, Get-Content), not one that filters it."""
     return _SHELL_CAT.match(command) is not None
+
+
+def tool_input(u: Unit) -> dict[str, Any]:
+    """A tool call's input as a dict (readers render it as compact JSON); {} when it is not JSON."""
+    try:
+        v = json.loads(u.text)
+    except (ValueError, TypeError, RecursionError):  # RecursionError: nested too deeply
+        return {}
+    if isinstance(v, dict) and isinstance(v.get("arguments"), str):  # some formats nest JSON
+        try:
+            inner = json.loads(v["arguments"])
+            return inner if isinstance(inner, dict) else v
+        except (ValueError, RecursionError):
+            return v
+    return v if isinstance(v, dict) else {}
+
+
+def shell_command(u: Unit) -> str:
+    """The command line of a shell tool call (any field name the formats use)."""
+    d = tool_input(u)
+    for k in ("command", "cmd", "script", "code", "input", "chars"):
+        v = d.get(k)
+        if isinstance(v, str):
+            return v
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            return " ".join(v)
+    return u.text
+
+
+_PATH_KEYS = ("file_path", "path", "target_file", "filename", "absolute_path")
+# A skill, command or rule file: SKILL.md, AGENTS.md / CLAUDE.md / GEMINI.md, a Cursor rule.
+_RULES_FILE = re.compile(
+    r"(?:^|[/\\\s'\"])(?:SKILL|AGENTS|CLAUDE|GEMINI)\.md\b|\.mdc\b|"
+    r"[/\\]\.claude[/\\](?:skills|commands|agents)[/\\]|\.cursor[/\\]rules[/\\]"
+)
+
+
+def reads_rules_file(call: Unit) -> bool:
+    """A call that reads a skill, command or rule file (a Read of SKILL.md, `sed -n` of
+    AGENTS.md, `cat` of a Cursor rule, Cursor's `fetch_rules`): its result is the rules the
+    agent will follow, constraint by the hand-label conventions."""
+    if call.kind != "tool_call":
+        return False
+    name = (call.tool_name or "").lower()
+    if name == "fetch_rules":
+        return True
+    cls = tool_class(name)
+    if cls == "read":
+        args = tool_input(call)
+        path = next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str)), "")
+        return _RULES_FILE.search(path) is not None
+    if cls == "shell":
+        command = shell_command(call)
+        return shell_reads_file(command) and _RULES_FILE.search(command) is not None
+    return False
 
 
 # Boolean cues over a text, in a fixed order: the classifier's hand features.

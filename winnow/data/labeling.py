@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from winnow.data import cues
+from winnow.data.cues import shell_command, tool_input
 from winnow.data.schema import CATEGORIES, CATEGORY_INDEX, Unit, as_unit
 
 ABSTAIN = -1
@@ -106,33 +107,6 @@ def _is_request_text(u: Unit) -> bool:
         and not cues.is_bash_input(t)
         and not cues.is_acknowledgment(t)
     )
-
-
-def tool_input(u: Unit) -> dict[str, Any]:
-    """A tool call's input as a dict (readers render it as compact JSON); {} when it is not JSON."""
-    try:
-        v = json.loads(u.text)
-    except (ValueError, TypeError, RecursionError):  # RecursionError: nested too deeply
-        return {}
-    if isinstance(v, dict) and isinstance(v.get("arguments"), str):  # some formats nest JSON
-        try:
-            inner = json.loads(v["arguments"])
-            return inner if isinstance(inner, dict) else v
-        except (ValueError, RecursionError):
-            return v
-    return v if isinstance(v, dict) else {}
-
-
-def shell_command(u: Unit) -> str:
-    """The command line of a shell tool call (any field name the formats use)."""
-    d = tool_input(u)
-    for k in ("command", "cmd", "script", "code", "input", "chars"):
-        v = d.get(k)
-        if isinstance(v, str):
-            return v
-        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-            return " ".join(v)
-    return u.text
 
 
 def _call_class(u: Unit, s: Session) -> str | None:

@@ -48,7 +48,7 @@ from winnow.classifier.manifest import (
     read_manifest,
     verify_checksums,
 )
-from winnow.data.cues import settled_category
+from winnow.data.cues import Settler
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.categorizer import Prediction  # the Categorizer protocol's result type
 
@@ -258,15 +258,21 @@ class ImportanceClassifier:
 
     # --- decisions ----------------------------------------------------------------------
 
-    def decide(self, probs: np.ndarray, units: Sequence[Unit] | None = None) -> np.ndarray:
+    def decide(
+        self,
+        probs: np.ndarray,
+        units: Sequence[Unit] | None = None,
+        settle: Settler | None = None,
+    ) -> np.ndarray:
         """Category index per row of [n, labels] probabilities: the argmax, or the likeliest
         must-keep category when the must-keep score reaches the model's threshold. The score
         (`winnow.classifier.manifest.must_keep_score`) is the summed must-keep probability
         ("mass" rule), that sum over the likeliest other category's probability ("ratio"), or
         the chance a unit of its role with that sum is must-keep ("role"; without `units`, the
         all-roles map). With `units`, a unit TAXONOMY.md itself settles
-        (`cues.settled_category`) takes that category: a /clear the model gives 81%
-        boilerplate and 9% must-keep would otherwise cross the threshold."""
+        (`cues.Settler`, fed the units in order; `settle` carries one on from earlier
+        units) takes that category: a /clear the model gives 81% boilerplate and 9%
+        must-keep would otherwise cross the threshold."""
         pred = probs.argmax(1)
         tau = self.must_keep_threshold
         if tau is not None and len(probs):
@@ -282,17 +288,20 @@ class ImportanceClassifier:
             flip = (score >= tau) & ~self._keep[pred]
             pred = np.where(flip, keep[probs[:, keep].argmax(1)], pred)
         if units is not None:
+            settle = settle or Settler()
             for i, u in enumerate(units):
-                settled = self._label_index.get(settled_category(u) or "")
+                settled = self._label_index.get(settle(u) or "")
                 if settled is not None:
                     pred[i] = settled
         return pred
 
-    def _predictions(self, probs: np.ndarray, units: Sequence[Unit]) -> list[Prediction]:
+    def _predictions(
+        self, probs: np.ndarray, units: Sequence[Unit], settle: Settler | None = None
+    ) -> list[Prediction]:
         labels = self.labels
         return [
             Prediction(labels[b], dict(zip(labels, p)))
-            for b, p in zip(self.decide(probs, units).tolist(), probs.tolist())
+            for b, p in zip(self.decide(probs, units, settle).tolist(), probs.tolist())
         ]
 
     # --- one unit -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from winnow.classifier.features import Context, unit_features
+from winnow.data.cues import Settler
 from winnow.data.schema import Unit
 from winnow.serving.classifier import ImportanceClassifier, Prediction, to_unit
 
@@ -54,7 +55,8 @@ class SessionClassifier:
         unit = to_unit(unit)
         clf = self.classifier
         sid = unit.session_id
-        seen = self._state.pop(sid, None)
+        seen, settle = self._state.pop(sid, (None, None))
+        settle = settle or Settler()
         if clf.kind == "ngram":
             ids, weights, dense, seen = clf.bag.step(seen, unit)
             probs = clf.run_bag(ids, weights, dense)
@@ -66,10 +68,10 @@ class SessionClassifier:
             unit_features(unit, context, feats, clf.feature_version)
             probs = single.run(clf.encoder.encode_one(unit)).copy()
             seen = unit
-        self._state[sid] = seen
+        self._state[sid] = (seen, settle)
         if len(self._state) > self.max_sessions:
             self._state.popitem(last=False)
-        return clf._predictions(np.asarray(probs)[None], [unit])[0]
+        return clf._predictions(np.asarray(probs)[None], [unit], settle)[0]
 
     def extend(self, units: Iterable[Unit | dict[str, Any]]) -> list[Prediction]:
         """`add` each unit in turn."""

@@ -25,7 +25,7 @@ from winnow.classifier.bag import BagEncoder
 from winnow.classifier.manifest import MUST_KEEP_RULES
 from winnow.classifier.manifest import must_keep_score as _score_rule
 from winnow.classifier.ngrams import BagInputs, BagSpec
-from winnow.data.cues import settled_category
+from winnow.data.cues import Settler
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.training.corpus import Corpus
 from winnow.training.evaluate import (
@@ -153,8 +153,10 @@ def decide(
 
 
 def settled_categories(units: Sequence[Unit]) -> np.ndarray:
-    """Per unit, the category index the served classifier gives whatever its model says, or -1."""
-    cats = [settled_category(u) for u in units]
+    """Per unit, the category index the served classifier gives whatever its model says, or -1
+    (units in session order: a result is settled by its call)."""
+    settle = Settler()
+    cats = [settle(u) for u in units]
     return np.array([CATEGORIES.index(c) if c else -1 for c in cats], int)
 
 
@@ -486,7 +488,8 @@ def evaluate_by_source(
                     oof.setdefault(key, {}).setdefault(seed, {})[s] = probs
                 log(f"{recipe.name} seed {seed} held out {s}: {time.perf_counter() - t0:.1f} s")
     gold = {s: c.labels[test] for s, (_, test) in folds.items()}
-    settled = {s: settled_categories([c.units[i] for i in test]) for s, (_, test) in folds.items()}
+    every = settled_categories(c.units)
+    settled = {s: every[test] for s, (_, test) in folds.items()}
     roles = {s: np.array([c.units[i].role for i in test]) for s, (_, test) in folds.items()}
     results: dict[str, dict[str, dict[str, float]]] = {}
     spread: dict[str, dict[str, float]] = {}
