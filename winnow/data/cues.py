@@ -500,8 +500,9 @@ def settled_category(unit: Unit) -> str | None:
     - acknowledgment: the user's answer to a client's (Y)es/(N)o prompt;
     - tool_output: a sub-agent's launch receipt.
 
-    The hand labels agree on all 116 units these rules settle beyond boilerplate's; models
-    trained without a source's harness miss most of them (`winnow evaluate --by-source`)."""
+    The hand labels agree on all 116 units these rules settle beyond boilerplate's (and on the
+    29 read rule files `Settler` adds); models trained without a source's harness miss most of
+    them (`winnow evaluate --by-source`)."""
     if is_settled_boilerplate(unit):
         return "boilerplate"
     text = unit.text or ""
@@ -671,6 +672,7 @@ def shell_command(u: Unit) -> str:
 
 
 _PATH_KEYS = ("file_path", "path", "target_file", "filename", "absolute_path")
+_RULES_MARKS = ("SKILL.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md", ".mdc", ".claude", ".cursor")
 # A skill, command or rule file: SKILL.md, AGENTS.md / CLAUDE.md / GEMINI.md, a Cursor rule.
 _RULES_FILE = re.compile(
     r"(?:^|[/\\\s'\"])(?:SKILL|AGENTS|CLAUDE|GEMINI)\.md\b|\.mdc\b|"
@@ -687,6 +689,8 @@ def reads_rules_file(call: Unit) -> bool:
     name = (call.tool_name or "").lower()
     if name == "fetch_rules":
         return True
+    if not any(mark in call.text for mark in _RULES_MARKS):  # cheap: most calls name none
+        return False
     cls = tool_class(name)
     if cls == "read":
         args = tool_input(call)
