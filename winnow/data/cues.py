@@ -517,7 +517,7 @@ def settled_category(unit: Unit) -> str | None:
             return "boilerplate"
         return "error" if _CLIENT_EXCEPTION.match(text) else None
     if is_skill_expansion(text):
-        return "requirement" if skill_arguments(text) is not None else "constraint"
+        return expansion_category(text)
     if len(text) <= 400 and _yes_no_prompt(text):
         return "acknowledgment"
     return None
@@ -576,6 +576,12 @@ def skill_arguments(text: str) -> str | None:
     at = text.rfind("\nARGUMENTS:")
     args = text[at + 11 :].strip() if at >= 0 else ""
     return args or None
+
+
+def expansion_category(text: str) -> str:
+    """A skill or command expansion's category: requirement when it carries the task
+    (`skill_arguments`), else constraint: only the skill's rules (the hand-label conventions)."""
+    return "requirement" if skill_arguments(text) is not None else "constraint"
 
 
 # --- tools -----------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def command_expansion(u: Unit, s: Session, i: int) -> str | None:
     the task (a command, or a skill given ARGUMENTS), else the skill's rules: constraint. The
     hand labels agree on all 18 expansions they hold (data/labels/README.md, conventions)."""
     if u.role == "user" and u.kind == "text" and cues.is_skill_expansion(u.text):
-        return "requirement" if cues.skill_arguments(u.text) is not None else "constraint"
+        return cues.expansion_category(u.text)
     return None
 
 
