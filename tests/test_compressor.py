@@ -499,6 +499,19 @@ def test_must_keep_overflow_degrades_gracefully_by_default() -> None:
     assert all(r.reason.startswith("must-keep overflow") for r in tight.must_keep_changes)
 
 
+def test_a_request_a_few_tokens_over_the_limit_loses_only_a_few() -> None:
+    """A first request of 207 tokens under a limit of 206 was summarized to 179 tokens (the
+    summaries are 10% apart); the summary that fits takes the room left."""
+    ask = "\n".join(
+        f"Step {k}: move the theme file {k} to themes/svg and fix its links." for k in range(14)
+    )
+    units = [unit(0, "requirement", ask, "user"), unit(1, "status", "Looking at the themes.")]
+    for limit in (sent(units[:1]) - 4, sent(units[:1]) - 40):
+        result = COMPRESSOR.compress(units, limit)
+        assert limit * 0.95 <= result.tokens_after <= limit
+        assert [r.action for r in result.must_keep_changes] == ["summarized"]
+
+
 def test_the_harness_texts_sent_as_the_user_are_not_the_request() -> None:
     """Codex sends AGENTS.md as the first user message, Claude Code a launched skill's text
     as the latest: on an overflow the user's own request is the one that goes last."""
@@ -827,6 +840,29 @@ def test_file_read_keeps_outline() -> None:
         assert keep in out
     assert "v17" not in out and "# a helper" not in out
     assert "... (30 lines)" in out
+
+
+def test_a_fuller_outline_keeps_short_bodies_whole_and_lets_code_fill_its_limit() -> None:
+    """A file of many short functions: each step between its outline and verbatim puts
+    bodies back (the first lines of a long one, a short one whole), so a limit between them
+    is used; with only the long bodies' heads a Go file at 50% used 87% of its limit."""
+    lines = ["package store", ""]
+    for f in range(40):  # bodies of 4 to 16 lines, as real files have
+        body = [f"\tv := db.Read({f}, {k})" for k in range(4 if f == 7 else 1 + f * 7 % 13)]
+        lines += [f"func Get{f}(db *DB) int {{", *body, "\treturn v", "}", ""]
+    text = "\n".join(f"{i + 1:6d}→{ln}" for i, ln in enumerate(lines))
+    u = unit(1, "code", text, "tool", "tool_result")
+    assert "db.Read(7, 3)" not in preserve_structure(u)
+    # Get7's body is 7 lines (with `}` and the blank line): whole when 5 are asked for (2
+    # would be marked), its first 2 when 2 are
+    assert "db.Read(7, 3)" in preserve_structure(u, head=5)
+    head = preserve_structure(u, head=2)
+    assert "db.Read(7, 1)" in head and "db.Read(7, 2)" not in head
+    units = [unit(0, "requirement", "Tidy the store package.", "user"), u]
+    for share in (0.3, 0.5, 0.7):
+        limit = int(sent(units) * share)
+        result = check_invariants(units, limit, fill=0.9)
+        assert result is not None and result.records[1].action == "restructured"
 
 
 def test_edit_call_keeps_path_and_heads() -> None:

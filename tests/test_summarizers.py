@@ -9,6 +9,7 @@ from llm_server import LLMServer, Reply
 from test_compressor import REAL
 
 from winnow.serving.compressor import SemanticCompressor
+from winnow.serving.strategies import error_excerpt
 from winnow.serving.summarizers import AnthropicSummarizer, ExtractiveSummarizer, OpenAISummarizer
 from winnow.serving.tokens import default_token_counter
 
@@ -63,6 +64,24 @@ def test_a_repeated_error_fills_the_budget_with_its_distinct_lines_first() -> No
     out = ExtractiveSummarizer().summarize(log, budget)
     assert 0.9 * budget <= COUNTER.count(out) <= budget
     assert out.startswith(attempt[0]) and "[... " in out  # in order, the rest marked
+
+
+def test_a_summary_of_paragraphs_fills_its_budget() -> None:
+    """Lines apart by blank lines need no gap marker between them: counted as if they did, a
+    3,859-token skill text summarized to 3,434 tokens came back at 2,870."""
+    para = "\n\n".join(
+        f"## Step {k}\n\nRun the check for part {k} and write what it found to notes/{k}.md."
+        for k in range(120)
+    )
+    for budget in (300, 900, 1500):
+        out = ExtractiveSummarizer().summarize(para, budget)
+        assert 0.95 * budget <= COUNTER.count(out) <= budget
+
+
+def test_an_error_excerpt_holds_a_retried_error_once() -> None:
+    retry = "litellm.APIError: APIError: OpenAIException - Your request was blocked."
+    log = "\n".join(f"{retry}\nRetrying in {2**k / 4} seconds..." for k in range(9))
+    assert error_excerpt(log).split("\n") == [retry, "[... 17 lines]"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -48,9 +48,14 @@ def allocate(items: Sequence[Sequence[Option]], budget: int) -> list[int] | None
     steps: list[tuple[float, int, int, int, int]] = []  # (-value per token, item, step, from, to)
     for i, opts in enumerate(items):
         hull_steps = hull(opts, current[i])
+        top = float("inf")
         for s, (a, b) in enumerate(zip(hull_steps, hull_steps[1:], strict=False)):
             dc, dv = opts[b].cost - opts[a].cost, opts[b].value - opts[a].value
-            steps.append((-dv / dc if dc > 0 else float("-inf"), i, s, a, b))
+            # A hull's steps grow less efficient, but rounding can make a step of nearly
+            # collinear points (values capped in proportion to cost) look a hair better than
+            # the one before it: sorted first, it would be passed over for good.
+            top = min(top, dv / dc if dc > 0 else float("inf"))
+            steps.append((-top, i, s, a, b))
     steps.sort()
     frozen: set[int] = set()
     for _eff, i, _s, a, b in steps:

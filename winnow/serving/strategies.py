@@ -74,17 +74,23 @@ _PHASE = re.compile(
 # --- preserve_structure -------------------------------------------------------------------
 
 
-def preserve_structure(unit: Unit, head: int = 0) -> str:
+def preserve_structure(unit: Unit, head: int = 0, ahead: int = 0) -> str:
     """The unit's text with its code structure kept and its bodies shrunk (never longer);
-    `head` keeps the first lines of each body it elides (a tool call's input ignores it)."""
+    `head` keeps the first lines of each body it elides, and the first `ahead` bodies keep
+    `next_head(head)` (a tool call's input ignores both; fenced code in prose, `ahead`)."""
     text = unit.text
     if unit.kind == "tool_call":
         out = _shrink_call(text)
     elif is_fenced(text):
         out = _shrink_fenced(text, head)
     else:
-        out = shrink_code(text, head)
+        out = _elide(*outline(text), head, ahead)
     return out if len(out) < len(text) else text
+
+
+def next_head(head: int) -> int:
+    """The step after `head` in the ladder of fuller outlines: 0, 2, 3, 4, 6, 9, 13, ..."""
+    return 2 if head < 2 else head * 3 // 2
 
 
 def is_fenced(text: str) -> bool:
@@ -129,19 +135,25 @@ def _is_outline_line(line: str) -> bool:
     return not body[:1].isspace() and body.strip() not in ("}", "};", ")", "]", "end", "});")
 
 
-def _elide(lines: Sequence[str], keep: Sequence[bool], head: int = 0) -> str:
+def _elide(lines: Sequence[str], keep: Sequence[bool], head: int = 0, ahead: int = 0) -> str:
     """Keep the lines `keep` marks; replace runs of other lines with one marker line (after
-    their first `head` lines)."""
+    their first `head` lines, `next_head(head)` for the first `ahead` runs of at least
+    MIN_ELIDED lines; a run that leaves fewer than MIN_ELIDED after them is kept)."""
     out: list[str] = []
     run: list[str] = []
+    runs = 0  # the runs of at least MIN_ELIDED lines so far
 
     def flush() -> None:
-        if head and len(run) >= MIN_ELIDED + head:
-            out.extend(_cut(ln) for ln in run[:head] if not _blank_or_comment(ln))
-            del run[:head]
-        if len(run) < MIN_ELIDED:
-            out.extend(_cut(ln) for ln in run if not _blank_or_comment(ln))
+        nonlocal runs
+        n = head
+        if len(run) >= MIN_ELIDED:
+            n = next_head(head) if runs < ahead else head
+            runs += 1
+        if len(run) < MIN_ELIDED + n:
+            out.extend(_cut(ln) for ln in run if not blank_or_comment(ln))
         else:
+            out.extend(_cut(ln) for ln in run[:n] if not blank_or_comment(ln))
+            del run[:n]
             first = next((ln for ln in run if ln.strip()), run[0])
             m = _LINENO.match(first)
             body = first[m.end() :] if m else first
@@ -161,7 +173,8 @@ def _elide(lines: Sequence[str], keep: Sequence[bool], head: int = 0) -> str:
     return "\n".join(out)
 
 
-def _blank_or_comment(line: str) -> bool:
+def blank_or_comment(line: str) -> bool:
+    """Whether a body line is blank or a comment (an elided run's head leaves it out)."""
     m = _LINENO.match(line)
     body = line[m.end() :] if m else line
     return not body.strip() or bool(_COMMENT.match(body))
@@ -421,8 +434,8 @@ def _position_finder(text: str) -> Callable[[int], int]:
 
 
 def error_excerpt(text: str, limit: int = MAX_ERROR_LINES) -> str:
-    """The error lines of `text`, verbatim (cut to ERROR_LINE_CHARS), gaps marked as the
-    extractive summarizer marks them; "" when it has none."""
+    """The error lines of `text`, verbatim (cut to ERROR_LINE_CHARS), each once, gaps marked
+    as the extractive summarizer marks them; "" when it has none."""
     # Every compression looks for each tool result's error lines, and a session compressed
     # as it grows brings the same results each time: remembered by a digest of the text (the
     # cues' patterns on the candidate lines took 23 of the 276 ms of a warm run of
@@ -441,7 +454,13 @@ _EXCERPTS: OrderedDict[tuple[bytes, int], str] = OrderedDict()
 
 def _error_excerpt(text: str, limit: int) -> str:
     lines = text.split("\n")
-    keep = error_lines(text, limit)
+    seen: set[str] = set()
+    keep = []
+    for i in error_lines(text, limit):  # a retry loop's error once: its copies add nothing
+        line = _cut(lines[i], ERROR_LINE_CHARS)
+        if line not in seen:
+            seen.add(line)
+            keep.append(i)
     out: list[str] = []
     prev = -1
     for i in keep:

@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from winnow.data import cues
 from winnow.data.schema import Unit
@@ -81,6 +81,20 @@ def as_text(texts: Texts) -> str:
     return "\n\n".join(as_text(t) for t in texts)
 
 
+class _Ranked(NamedTuple):
+    """A text's lines ranked for a summary (memoized per text)."""
+
+    lines: list[str]
+    candidates: list[tuple[int, int]]  # (-score, index), best first
+    repeats: list[int]  # repeated lines, in order
+    nonblank: list[int]  # nonblank[k]: the non-blank lines among the first k
+
+    def gap(self, a: int, b: int) -> bool:
+        """Whether lines a and b (a < b; -1 and len(lines) for the ends) leave out a
+        non-blank line between them: a gap of blank lines needs no marker."""
+        return self.nonblank[b] - self.nonblank[a + 1] > 0 if b - a > 1 else False
+
+
 class ExtractiveSummarizer:
     """Keeps whole lines by importance: error lines, then the first and last lines,
     conclusions, paths and numbers; gaps become `[... N lines]` markers. Offline and deterministic."""
@@ -94,8 +108,7 @@ class ExtractiveSummarizer:
         # The lines of the last few texts, ranked: a text is summarized at several budgets in
         # a row (a tool call's value retried shorter, a summary topped up), and ranking its
         # lines costs more than choosing among them.
-        self._ranked: OrderedDict[bytes, tuple[list[str], list[tuple[int, int]], list[int]]]
-        self._ranked = OrderedDict()
+        self._ranked: OrderedDict[bytes, _Ranked] = OrderedDict()
 
     def summarize(self, texts: Texts, max_tokens: int) -> str:
         text = as_text(texts)
@@ -118,10 +131,11 @@ class ExtractiveSummarizer:
         ranked = self._ranked.get(digest)
         if ranked is None:
             lines = _segments(text)
-            ranked = self._ranked[digest] = (lines, *self._rank(lines))
+            ranked = self._ranked[digest] = _Ranked(lines, *self._rank(lines))
             if len(self._ranked) > 8:
                 self._ranked.popitem(last=False)
-        lines, candidates, repeats = ranked  # shared: read, never changed
+        lines, candidates, repeats, _n = ranked  # shared: read, never changed
+        gap = ranked.gap
         chosen: list[int] = []  # sorted
         used = 0
         misses = 0
@@ -132,7 +146,7 @@ class ExtractiveSummarizer:
             k = bisect.bisect(chosen, i)
             a = chosen[k - 1] if k else -1
             b = chosen[k] if k < len(chosen) else len(lines)
-            gaps = (i - a > 1) + (b - i > 1) - (b - a > 1)
+            gaps = gap(a, i) + gap(i, b) - gap(a, b)
             cost = self.counter.count(_cut(lines[i])) + 1 + gaps * MARKER_TOKENS
             if used + cost <= max_tokens:
                 chosen.insert(k, i)
@@ -144,7 +158,7 @@ class ExtractiveSummarizer:
             # Every distinct line is in and room is left (a log of one error repeated): the
             # repeated lines fill it, earliest first, rather than leave the budget unused.
             # One sweep in order of position (no insertion into `chosen`): linear.
-            more, used = self._fill_repeats(lines, repeats, chosen, used, max_tokens)
+            more, used = self._fill_repeats(ranked, chosen, used, max_tokens)
             candidates = candidates + [(0, i) for i in more]
             chosen = sorted(chosen + more)
         # The estimate is close, not exact: check the real count, shed the weakest lines (a
@@ -186,10 +200,11 @@ class ExtractiveSummarizer:
         return out
 
     def _fill_repeats(
-        self, lines: list[str], repeats: list[int], chosen: list[int], used: int, max_tokens: int
+        self, ranked: _Ranked, chosen: list[int], used: int, max_tokens: int
     ) -> tuple[list[int], int]:
         """The repeated lines (ascending) that fit beside `chosen` (sorted), in order of
         position, and the tokens used then."""
+        lines, repeats, gap = ranked.lines, ranked.repeats, ranked.gap
         more: list[int] = []
         k = 0  # chosen[k] is the first chosen line after the one looked at
         prev = -1  # the last line kept before it, chosen or added here
@@ -201,7 +216,7 @@ class ExtractiveSummarizer:
                 prev = max(prev, chosen[k])
                 k += 1
             b = chosen[k] if k < len(chosen) else len(lines)
-            gaps = (i - prev > 1) + (b - i > 1) - (b - prev > 1)
+            gaps = gap(prev, i) + gap(i, b) - gap(prev, b)
             cost = self.counter.count(_cut(lines[i])) + 1 + gaps * MARKER_TOKENS
             if used + cost <= max_tokens:
                 more.append(i)
@@ -212,9 +227,10 @@ class ExtractiveSummarizer:
                 misses += 1
         return more, used
 
-    def _rank(self, lines: list[str]) -> tuple[list[tuple[int, int]], list[int]]:
-        """(-score, index) for every non-blank, non-repeated line, best first; and the
-        repeated lines (a copy of a line seen above), in order."""
+    def _rank(self, lines: list[str]) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+        """(-score, index) for every non-blank, non-repeated line, best first; the repeated
+        lines (a copy of a line seen above), in order; and the count of non-blank lines
+        before each line."""
         nonblank = [i for i, ln in enumerate(lines) if ln.strip()]
         ends = {nonblank[0], nonblank[-1]} if nonblank else set()
         seen: set[str] = set()
@@ -239,7 +255,10 @@ class ExtractiveSummarizer:
                 score += 10
             ranked.append((-score, i))
         ranked.sort()
-        return ranked, repeats
+        nonblank = [0] * (len(lines) + 1)
+        for i, ln in enumerate(lines):
+            nonblank[i + 1] = nonblank[i] + bool(ln.strip())
+        return ranked, repeats, nonblank
 
     @staticmethod
     def _render(lines: Sequence[str], chosen: set[int]) -> str:
