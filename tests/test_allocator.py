@@ -141,3 +141,12 @@ def test_exact_gives_up_value_for_a_requirement() -> None:
     assert allocate_exact(items, 10, needs) == [0, 1]
     assert allocate_exact(items, 20, needs) == [1, 1]
     assert allocate_exact(items, 9, needs) == [0, 0]  # nothing meets it: nothing to give up
+
+
+def test_collinear_options_are_all_taken_when_they_fit() -> None:
+    """Values in proportion to cost (a capped rendition's) make a hull of equal steps, which
+    rounding can order wrongly: a 325K-token log's summaries stopped at 596 tokens of a
+    162K-token budget."""
+    d = 3.0 * 23.49682294360137
+    costs = [245, 282, 857, 1097, 1314, 2179, 3010, 4103]
+    assert allocate([[Option(c, d * c) for c in costs]], 10**6) == [7]
