@@ -701,6 +701,7 @@ class Plan:
         self._exact = sum(info.tokens for info in self.info) <= EXACT_TOKENS
         self._summaries: dict[tuple[int, int], str] = {}
         self._locked: dict[int, Form] = {}  # units whose summary is written: they keep it
+        self._widen: int | None = None  # the must-keep summary that made an overflow fit
         self.planned: dict[int, Form] = {}
         self._error_memo: dict[int, tuple[str, str]] = {}
         # the offline summarizer costs nothing: its summaries may be rewritten at other lengths
@@ -1066,6 +1067,8 @@ class Plan:
             self.planned.update((i, f) for i, f in choice.items() if f.action == "dropped")
             out = self._output(choice)
             total = self.costs.total(out)
+        if limit is not None and self._widen is not None and total < limit:
+            choice, out, total = self._widened(self._widen, choice, out, total, limit)
         if limit is not None and self.units and not any(u.role != "system" for u in out):
             # an empty request is no request: say what could not be kept
             forced = sum(info.tokens for info in self.info if info.forced and signed(info.unit))
@@ -1325,33 +1328,13 @@ class Plan:
             step = {"summarized": 0, "noted": 1, "error": 2}
             moves.sort(key=lambda m: (last(m[1]), m[0], -self.info[m[1]].tokens, m[1], step[m[2]]))
 
-            def widen(i: int) -> None:
-                """The summary that made the floors fit, as long as the room left allows (the
-                summaries are 10% apart: a unit a few tokens over loses no more than that)."""
-                nonlocal need
-                info, k = self.info[i], item_of[i]
-                old = info.fixed
-                room = limit - need - self._floor_opening()
-                if old is None or old.action != "summarized" or room <= 0:
-                    return
-                target = min(old.target + room, info.tokens - 1)
-                cost = old.cost + target - old.target
-                info.fixed = dataclasses.replace(
-                    old, cost=cost, target=target, share=self._summary_share(info, target)
-                )
-                floor = self._item_floor(self.items[k])
-                if need + floor - floors[k] + self._floor_opening() > limit:
-                    info.fixed = old  # a pair's floor that the wider summary moved: as it was
-                    return
-                need, floors[k] = need + floor - floors[k], floor
-
             for _cost, i, move in moves:
                 if move == "error":
                     if release(i):
                         return
                 elif self._walk(i, move, change):
                     if move == "summarized":
-                        widen(i)
+                        self._widen = i  # may take the room the allocation leaves
                     return
             order = list(dict.fromkeys(i for _c, i, move in moves if move != "error"))
             passes: tuple[str, ...] = ("noted", "dropped")
@@ -1554,6 +1537,34 @@ class Plan:
         return choice
 
     # -- summaries ----------------------------------------------------------------------------
+
+    def _widened(
+        self, i: int, choice: dict[int, Form], out: list[Unit], total: int, limit: int
+    ) -> tuple[dict[int, Form], list[Unit], int]:
+        """The must-keep summary that made an overflow fit, longer by the room the allocation
+        left (the summaries are 10% apart: a unit a few tokens over the limit loses no more
+        than those few, and nothing the allocation chose gives way). Free summaries only: a
+        model's is paid for and kept."""
+        f, info = choice[i], self.info[i]
+        if f.action != "summarized" or f.unit is None or not self._free_summaries:
+            return choice, out, total
+        target = min(f.cost - info.opening + limit - total, info.tokens - 1)
+        wider = Form(
+            "summarized",
+            target + info.opening,
+            self._summary_share(info, target),
+            None,
+            target=target,
+            reason=f.reason,
+        )
+        new = {**choice, i: wider}
+        self._write_summaries(new)
+        more = self._output(new)
+        n = self.costs.total(more)
+        if not total < n <= limit:
+            return choice, out, total
+        self.planned[i] = wider
+        return new, more, n
 
     def _write_summaries(self, choice: dict[int, Form]) -> list[int]:
         """Write the summaries the choice needs (only those), LLM calls concurrently; returns
