@@ -499,6 +499,23 @@ def test_must_keep_overflow_degrades_gracefully_by_default() -> None:
     assert all(r.reason.startswith("must-keep overflow") for r in tight.must_keep_changes)
 
 
+def test_a_huge_unit_alone_is_allocated_exactly() -> None:
+    """A provider's 325K-token error page, its lines too long to outline further: the greedy
+    allocator took the outline and stopped short of the summaries worth more, whose steps it
+    does not walk (10% and 21% of the limit used); a few items are allocated exactly."""
+    html = "\n".join(
+        f'<div class="row-{k}"><span>{"&nbsp;".join(f"cell {k}.{j}" for j in range(120))}</span>'
+        for k in range(240)
+    )
+    page = unit(1, "error", "APIConnectionError: Error parsing chunk\n" + html, "system")
+    page.extra["scores"] = {"code": 0.4, "boilerplate": 0.3, "status": 0.1, "decision": 0.1, "requirement": 0.1}  # fmt: skip
+    units = [unit(0, "requirement", "Write a hello world function in a new file.", "user"), page]
+    for share in (0.1, 0.5):  # at 30% the outline is worth more than any summary that fits
+        limit = int(sent(units) * share)
+        result = check_invariants(units, limit, fill=0.9)
+        assert result is not None and result.records[1].action == "summarized"
+
+
 def test_a_request_a_few_tokens_over_the_limit_loses_only_a_few() -> None:
     """A first request of 207 tokens under a limit of 206 was summarized to 179 tokens (the
     summaries are 10% apart); the summary that fits takes the room left."""
