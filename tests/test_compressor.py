@@ -882,6 +882,24 @@ def test_a_fuller_outline_keeps_short_bodies_whole_and_lets_code_fill_its_limit(
         assert result is not None and result.records[1].action == "restructured"
 
 
+def test_code_fenced_in_prose_fills_its_limit_too() -> None:
+    """An agent's reply holding a whole file in a ``` fence (Aider's whole-file edits) had its
+    outline and no step between that and verbatim: 15% of a limit of half the session used."""
+    code = "\n".join(
+        f"def f{k}(x):\n" + "\n".join(f"    y{j} = x * {j} + {k}" for j in range(12))
+        for k in range(400)
+    )
+    reply = unit(1, "code", f"Here is the generated module:\n```python\n{code}\n```")
+    assert "y7 = x * 7 + 3" in preserve_structure(reply, head=9)
+    assert "y7 = x * 7 + 3" not in preserve_structure(reply, head=4)
+    assert "y2 = x * 2 + 0" in preserve_structure(reply, head=2, ahead=1)  # f0: 3 lines
+    assert "y2 = x * 2 + 1" not in preserve_structure(reply, head=2, ahead=1)  # f1: 2
+    units = [unit(0, "requirement", "Write the module.", "user"), reply]
+    for share in (0.1, 0.3, 0.5):
+        result = check_invariants(units, int(sent(units) * share), fill=0.9)
+        assert result is not None and result.records[1].action == "restructured"
+
+
 def test_edit_call_keeps_path_and_heads() -> None:
     old = "\n".join(f"line {i}" for i in range(40))
     new = old.replace("line 30", "line thirty")

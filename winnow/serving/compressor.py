@@ -918,18 +918,10 @@ class Plan:
         root of the share of the extra tokens, that the allocator can stop at (so that code
         fills a limit). Their costs come from each line's count (the text is written only for
         the step chosen)."""
-        text = info.unit.text
-        if base.unit is None or st.is_fenced(text):
+        if base.unit is None:
             return []
-        lines, keep = st.outline(text)
+        runs = st.elided_runs(info.unit.text)  # each elided run's lines, in order
         count = self.costs.counter.count
-        runs: list[list[str]] = []  # each elided run's lines, in order
-        for k, line in enumerate(lines):
-            if keep[k] or k == 0:
-                runs.append([])
-            else:
-                runs[-1].append(line)
-        runs = [r for r in runs if len(r) >= st.MIN_ELIDED]
         # Each run's lines are counted as the steps reach them (one tokenizer call a line),
         # blank and comment lines left out as st._elide leaves them out: the steps stop short
         # of verbatim, so the tail of the longest runs is never counted. A newline is a token
@@ -966,9 +958,11 @@ class Plan:
             if c0 + extra >= 0.97 * n:
                 break
             # A step that puts back a good share of the text at once (every body a few lines
-            # more) is also taken a few bodies at a time, from the top, 2.5% of the text or
-            # more each: steps a limit can stop at, between the two.
-            parts = min(16, (extra - before) * 40 // n)
+            # more) is also taken a few bodies at a time, from the top, each a tenth of the
+            # rendition it grows from or 2.5% of the text, the less: steps a limit can stop
+            # at, between the two.
+            grain = max(1, min(n // 40, (c0 + before) // 10))
+            parts = min(32, (extra - before) // grain)
             if parts > 1:
                 gained, goal = before, before
                 for j in range(len(runs)):

@@ -82,10 +82,38 @@ def preserve_structure(unit: Unit, head: int = 0, ahead: int = 0) -> str:
     if unit.kind == "tool_call":
         out = _shrink_call(text)
     elif is_fenced(text):
-        out = _shrink_fenced(text, head)
+        out = _shrink_fenced(text, head, ahead)
     else:
         out = _elide(*outline(text), head, ahead)
     return out if len(out) < len(text) else text
+
+
+def elided_runs(text: str) -> list[list[str]]:
+    """The runs of body lines the outline of `text` elides (MIN_ELIDED lines or more), in
+    order: of its fenced code blocks (prose with ``` fences), else of the whole text."""
+    out: list[list[str]] = []
+    for code in _code_blocks(text) if is_fenced(text) else [text]:
+        lines, keep = outline(code)
+        runs: list[list[str]] = []
+        for k, line in enumerate(lines):
+            if keep[k] or k == 0:
+                runs.append([])
+            else:
+                runs[-1].append(line)
+        out += [r for r in runs if len(r) >= MIN_ELIDED]
+    return out
+
+
+def _long_runs(lines: Sequence[str], keep: Sequence[bool]) -> int:
+    """How many runs of at least MIN_ELIDED lines `_elide` meets."""
+    n = run = 0
+    for k in range(len(lines)):
+        if keep[k] or k == 0:
+            n += run >= MIN_ELIDED
+            run = 0
+        else:
+            run += 1
+    return n + (run >= MIN_ELIDED)
 
 
 def next_head(head: int) -> int:
@@ -184,16 +212,24 @@ def _cut(line: str, n: int = MAX_LINE_CHARS) -> str:
     return line if len(line) <= n else line[:n] + " ..."
 
 
-def _shrink_fenced(text: str, head: int = 0) -> str:
-    """Prose stays; the code inside ``` fences is shrunk (an unclosed fence runs to the end)."""
+def _shrink_fenced(text: str, head: int = 0, ahead: int = 0) -> str:
+    """Prose stays; the code inside ``` fences is shrunk (an unclosed fence runs to the end);
+    `ahead` counts the runs of all the blocks, in order."""
     out: list[str] = []
     code: list[str] = []
     inside = False
+
+    def shrink() -> None:
+        nonlocal ahead
+        lines, keep = outline("\n".join(code))
+        out.append(_elide(lines, keep, head, max(0, ahead)))
+        ahead -= _long_runs(lines, keep)
+        code.clear()
+
     for line in text.split("\n"):
         if _FENCE.match(line):
             if inside:
-                out.append(shrink_code("\n".join(code), head))
-                code.clear()
+                shrink()
             inside = not inside
             out.append(line)
         elif inside:
@@ -201,8 +237,26 @@ def _shrink_fenced(text: str, head: int = 0) -> str:
         else:
             out.append(line)
     if code:
-        out.append(shrink_code("\n".join(code), head))
+        shrink()
     return "\n".join(out)
+
+
+def _code_blocks(text: str) -> list[str]:
+    """The code inside the ``` fences of `text`, a block each (as `_shrink_fenced` reads it)."""
+    blocks: list[str] = []
+    code: list[str] = []
+    inside = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            if inside:
+                blocks.append("\n".join(code))
+                code.clear()
+            inside = not inside
+        elif inside:
+            code.append(line)
+    if code:
+        blocks.append("\n".join(code))
+    return blocks
 
 
 def _shrink_call(text: str) -> str:
