@@ -78,6 +78,12 @@ def test_a_summary_of_paragraphs_fills_its_budget() -> None:
         assert 0.95 * budget <= COUNTER.count(out) <= budget
 
 
+def test_a_tool_refusing_its_arguments_is_an_error() -> None:
+    for refusal in ("cat: illegal option -- A", "ls: invalid option -- 'z'"):
+        assert error_excerpt(f"{refusal}\nusage: cat [-belnstuv] [file ...]").startswith(refusal)
+    assert error_excerpt("Options:\n  --foo  set the foo option") == ""
+
+
 def test_an_error_excerpt_holds_a_retried_error_once() -> None:
     retry = "litellm.APIError: APIError: OpenAIException - Your request was blocked."
     log = "\n".join(f"{retry}\nRetrying in {2**k / 4} seconds..." for k in range(9))

@@ -1367,10 +1367,24 @@ class Plan:
     def _walk(self, i: int, action: str, change: Callable[[int, Form], bool]) -> bool:
         """Unit i through one pass of an overflow, longest rendition first; True once the
         floors fit."""
-        for form in self._overflow_steps(self.info[i], action):
-            fixed = self.info[i].fixed
+        info = self.info[i]
+        for form in self._overflow_steps(info, action):
+            fixed = info.fixed
             if fixed is None or form.cost >= fixed.cost and action != "dropped":
                 continue
+            if form.action == "restructured" and form.unit is None:
+                # a fuller outline's cost is estimated (a few % under, at times): the floor
+                # it is to hold is counted on its text
+                new = rewrite(
+                    info.unit,
+                    st.preserve_structure(info.unit, form.target, form.ahead),
+                    "preserve_structure",
+                )
+                form = dataclasses.replace(
+                    form, unit=new, cost=self._cost(info, new) + info.opening
+                )
+                if form.cost >= fixed.cost:
+                    continue
             if change(i, form):
                 return True
         return False

@@ -412,9 +412,13 @@ MAX_ERROR_LINES = 40  # an error note keeps at most this many error lines...
 ERROR_LINE_CHARS = 300  # ...each cut to this length (the summarizer cuts lines the same way)
 
 
-# What the cues miss: pytest's "ERROR tests/x.py::t - ..." lines and an exception named
-# mid-line ("... - sqlite3.OperationalError: no such table").
-_MORE_ERRORS = re.compile(r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|Exception): ")
+# What the cues miss: pytest's "ERROR tests/x.py::t - ..." lines, an exception named
+# mid-line ("... - sqlite3.OperationalError: no such table") and a command line tool's
+# refusal of its arguments ("cat: illegal option -- A", GNU's "invalid option").
+_MORE_ERRORS = re.compile(
+    r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|Exception): |"
+    r"\b(?:illegal|invalid|unrecognized|unknown) option\b"
+)
 
 
 # A word every error line the cues know holds (or a `file:line:col: ` position): the cheap
@@ -422,6 +426,7 @@ _MORE_ERRORS = re.compile(r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|E
 _ERROR_WORDS = (
     "err", "fail", "exception", "traceback", "exit", "denied", "not found", "no such",
     "cannot", "reject", "panic", "fatal", "undefined", "not used", "proceed", "syntax",
+    "illegal option", "invalid option", "unrecognized option", "unknown option",
 )  # fmt: skip
 _POSITION = re.compile(r":\d+:\d+: ")
 _MAYBE_ERROR = re.compile(
