@@ -499,6 +499,25 @@ def test_must_keep_overflow_degrades_gracefully_by_default() -> None:
     assert all(r.reason.startswith("must-keep overflow") for r in tight.must_keep_changes)
 
 
+def test_a_summary_keeps_the_line_the_agent_used_next() -> None:
+    """A search's hits, summarized: the hit the agent opened next is the line to keep."""
+    hits = "\n".join(
+        f"src/billing/module_{k:03d}.py:{k + 10}: def handler_{k}(event):" for k in range(120)
+    )
+    units = [
+        unit(0, "requirement", "Find where the refund event is handled.", "user"),
+        unit(1, "status", '{"pattern":"def handler_"}', "assistant", "tool_call", tool_name="Grep", call_id="g1"),
+        unit(2, "tool_output", hits, "tool", "tool_result", tool_name="Grep", call_id="g1"),
+        unit(3, "status", '{"file_path":"src/billing/module_077.py"}', "assistant", "tool_call", tool_name="Read", call_id="r1"),
+        unit(4, "code", "def handler_77(event):\n    return refund(event)", "tool", "tool_result", tool_name="Read", call_id="r1"),
+        unit(5, "decision", "The refund path is handler_77 in src/billing/module_077.py.", "assistant"),
+    ]  # fmt: skip
+    result = COMPRESSOR.compress(units, int(sent(units) * 0.3))
+    out = {u.id: u.text for u in result.units}
+    assert result.records[2].action == "summarized"
+    assert "module_077.py:87: def handler_77" in out["s:2"]
+
+
 def test_a_huge_unit_alone_is_allocated_exactly() -> None:
     """A provider's 325K-token error page, its lines too long to outline further: the greedy
     allocator took the outline and stopped short of the summaries worth more, whose steps it

@@ -709,6 +709,7 @@ class Plan:
         self._summaries: dict[tuple[int, int], str] = {}
         self._locked: dict[int, Form] = {}  # units whose summary is written: they keep it
         self._widen: int | None = None  # the must-keep summary that made an overflow fit
+        self._later: list[frozenset[str]] | None = None  # see _salient
         self.planned: dict[int, Form] = {}
         self._error_memo: dict[int, tuple[str, str]] = {}
         # the offline summarizer costs nothing: its summaries may be rewritten at other lengths
@@ -1584,6 +1585,19 @@ class Plan:
         self.planned[i] = wider
         return new, more, n
 
+    def _salient(self, i: int) -> frozenset[str]:
+        """The distinctive tokens a tool result holds that a later unit names again (a path
+        the agent opens next, an id it passes on): what its summary keeps first."""
+        if self._later is None:
+            later: set[str] = set()
+            self._later = [frozenset()] * len(self.units)
+            for k in range(len(self.units) - 1, -1, -1):
+                tokens = distinctive_tokens(self.units[k].text)
+                if self.units[k].kind == "tool_result":
+                    self._later[k] = tokens & later
+                later |= tokens
+        return self._later[i]
+
     def _write_summaries(self, choice: dict[int, Form]) -> list[int]:
         """Write the summaries the choice needs (only those), LLM calls concurrently; returns
         the units whose summary is new in the choice."""
@@ -1623,12 +1637,15 @@ class Plan:
         # answer would be thrown away)
         ask = [k for k, (_text, n) in enumerate(jobs) if k not in errors or n > 1]
         texts = [""] * len(jobs)
-        answers = summarize_all(
-            self.summarizer,
-            [jobs[k] for k in ask],
-            self.config.summary_concurrency,
-            fallback=self._extractive,
-        )
+        if extractive:  # its lines naming what comes up again later rank higher
+            answers = [self._extractive.summarize(*jobs[k], self._salient(todo[k])) for k in ask]
+        else:
+            answers = summarize_all(
+                self.summarizer,
+                [jobs[k] for k in ask],
+                self.config.summary_concurrency,
+                fallback=self._extractive,
+            )
         for k, text in zip(ask, answers, strict=True):
             texts[k] = text
         for k, (i, text) in enumerate(zip(todo, texts, strict=True)):
@@ -1691,7 +1708,7 @@ class Plan:
             budget = low + (target - cost) if high is None else (low + high) // 2
             if budget <= low or high is not None and budget >= high:
                 break
-            text = self._extractive.summarize(info.unit.text, budget)
+            text = self._extractive.summarize(info.unit.text, budget, self._salient(i))
             more = rewrite(info.unit, text, "summarize")
             n = self._cost(info, more)
             if n > target:

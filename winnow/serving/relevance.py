@@ -138,7 +138,7 @@ class TokenCache:
         self._seen: set[str] = set()
         self._words: dict[str, tuple[str, ...]] = {}
 
-    def tokens(self, text: str) -> frozenset[str]:
+    def tokens(self, text: str, remember: bool = True) -> frozenset[str]:
         found = self._texts.get(text)
         if found is not None:
             return found
@@ -162,6 +162,8 @@ class TokenCache:
         for name in _NAME.findall(text):
             out.update(name_tokens(name))
         found = frozenset(out)
+        if not remember:
+            return found
         if len(self._texts) >= self.max_texts:
             self._texts.clear()
         self._texts[text] = found
@@ -171,9 +173,10 @@ class TokenCache:
 _CACHE = TokenCache()
 
 
-def distinctive_tokens(text: str) -> frozenset[str]:
-    """The distinctive tokens of a text (see the module docstring)."""
-    return _CACHE.tokens(text)
+def distinctive_tokens(text: str, remember: bool = True) -> frozenset[str]:
+    """The distinctive tokens of a text (see the module docstring); `remember=False` for a
+    text met once (a line of a unit), which would only push units' texts out of the cache."""
+    return _CACHE.tokens(text, remember)
 
 
 def relevance(

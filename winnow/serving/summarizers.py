@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from winnow.data import cues
 from winnow.data.schema import Unit
+from winnow.serving.relevance import distinctive_tokens
 from winnow.serving.strategies import is_error_line
 from winnow.serving.tokens import TokenCounter, default_token_counter
 
@@ -96,21 +97,26 @@ class _Ranked(NamedTuple):
 
 
 class ExtractiveSummarizer:
-    """Keeps whole lines by importance: error lines, then the first and last lines,
-    conclusions, paths and numbers; gaps become `[... N lines]` markers. Offline and deterministic."""
+    """Keeps whole lines by importance: error lines, then the first and last lines, lines
+    naming what the conversation names again later (`salient`), conclusions, paths and
+    numbers; gaps become `[... N lines]` markers. Offline and deterministic."""
 
     def __init__(self, token_counter: TokenCounter | None = None):
         self.counter = token_counter or default_token_counter()
         # Deterministic, so memoized (the same unit meets the same budget under every limit),
         # keyed by a digest and holding only summaries: bounded memory.
-        self._memo: OrderedDict[tuple[bytes, int], str] = OrderedDict()
+        self._memo: OrderedDict[tuple[bytes, int, frozenset[str]], str] = OrderedDict()
         self.memo_size = 4096
         # The lines of the last few texts, ranked: a text is summarized at several budgets in
         # a row (a tool call's value retried shorter, a summary topped up), and ranking its
         # lines costs more than choosing among them.
-        self._ranked: OrderedDict[bytes, _Ranked] = OrderedDict()
+        self._ranked: OrderedDict[tuple[bytes, frozenset[str]], _Ranked] = OrderedDict()
 
-    def summarize(self, texts: Texts, max_tokens: int) -> str:
+    def summarize(
+        self, texts: Texts, max_tokens: int, salient: frozenset[str] = frozenset()
+    ) -> str:
+        """At most `max_tokens` tokens of whole lines; `salient`: distinctive tokens
+        (`relevance.distinctive_tokens`) whose lines rank above the conclusions."""
         text = as_text(texts)
         if max_tokens <= 0:
             return ""
@@ -119,19 +125,20 @@ class ExtractiveSummarizer:
         key = (
             hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(),
             max_tokens,
+            salient,
         )
         out = self._memo.get(key)
         if out is None:
-            out = self._memo[key] = self._summarize(text, max_tokens, key[0])
+            out = self._memo[key] = self._summarize(text, max_tokens, key[0], salient)
             if len(self._memo) > self.memo_size:
                 self._memo.popitem(last=False)
         return out
 
-    def _summarize(self, text: str, max_tokens: int, digest: bytes) -> str:
-        ranked = self._ranked.get(digest)
+    def _summarize(self, text: str, max_tokens: int, digest: bytes, salient: frozenset[str]) -> str:
+        ranked = self._ranked.get((digest, salient))
         if ranked is None:
             lines = _segments(text)
-            ranked = self._ranked[digest] = _Ranked(lines, *self._rank(lines))
+            ranked = self._ranked[digest, salient] = _Ranked(lines, *self._rank(lines, salient))
             if len(self._ranked) > 8:
                 self._ranked.popitem(last=False)
         lines, candidates, repeats, _n = ranked  # shared: read, never changed
@@ -227,7 +234,9 @@ class ExtractiveSummarizer:
                 misses += 1
         return more, used
 
-    def _rank(self, lines: list[str]) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    def _rank(
+        self, lines: list[str], salient: frozenset[str] = frozenset()
+    ) -> tuple[list[tuple[int, int]], list[int], list[int]]:
         """(-score, index) for every non-blank, non-repeated line, best first; the repeated
         lines (a copy of a line seen above), in order; and the count of non-blank lines
         before each line."""
@@ -247,6 +256,8 @@ class ExtractiveSummarizer:
                 score += 100
             if i in ends:
                 score += 50
+            if salient and not salient.isdisjoint(distinctive_tokens(ln, remember=False)):
+                score += 40
             if _concludes(ln):
                 score += 30
             if cues.has_path(ln):
