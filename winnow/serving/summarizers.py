@@ -252,8 +252,8 @@ class ExtractiveSummarizer:
                 continue
             seen.add(ln)
             score = 0
-            if is_error_line(ln):
-                score += 100
+            if is_error_line(ln):  # above any sum of the rest: the error lines come first
+                score += 200
             if i in ends:
                 score += 50
             if salient and not salient.isdisjoint(distinctive_tokens(ln, remember=False)):
