@@ -78,6 +78,19 @@ def test_a_summary_of_paragraphs_fills_its_budget() -> None:
         assert 0.95 * budget <= COUNTER.count(out) <= budget
 
 
+def test_error_lines_come_before_any_other_line() -> None:
+    """A last line naming a path, a number, a conclusion and what comes up later outranked
+    an error line: a summary with room for one line keeps the error."""
+    log = "\n".join(
+        ["bun test v1.2.10", *[f"ok {k}" for k in range(40)], "error: Session not found."]
+        + [f"ok {k}" for k in range(40, 80)]
+        + ["Total: 80 tests ran in src/session.test.ts (2.1s)"]
+    )
+    salient = frozenset({"src/session.test.ts"})
+    out = ExtractiveSummarizer().summarize(log, 30, salient)
+    assert "error: Session not found." in out
+
+
 def test_a_tool_refusing_its_arguments_is_an_error() -> None:
     for refusal in ("cat: illegal option -- A", "ls: invalid option -- 'z'"):
         assert error_excerpt(f"{refusal}\nusage: cat [-belnstuv] [file ...]").startswith(refusal)
