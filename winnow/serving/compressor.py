@@ -975,6 +975,15 @@ class Plan:
             head, before = step, extra
         return out
 
+    def _outline_written(self, info: Info, form: Form) -> Form:
+        """A fuller outline (`_fuller_structures`) with its text, at its cost as counted."""
+        new = rewrite(
+            info.unit,
+            st.preserve_structure(info.unit, form.target, form.ahead),
+            "preserve_structure",
+        )
+        return dataclasses.replace(form, unit=new, cost=self._cost(info, new) + info.opening)
+
     def _cost(self, info: Info, unit: Unit) -> int:
         """A rendition's own cost as sent (without the opening it may be charged)."""
         return self.costs.cost(unit, info.paired, info.leading)
@@ -1332,7 +1341,6 @@ class Plan:
                     moves.append((max(summary, note), i, "noted"))
             step = {"summarized": 0, "noted": 1, "error": 2}
             moves.sort(key=lambda m: (last(m[1]), m[0], -self.info[m[1]].tokens, m[1], step[m[2]]))
-
             for _cost, i, move in moves:
                 if move == "error":
                     if release(i):
@@ -1376,14 +1384,7 @@ class Plan:
             if form.action == "restructured" and form.unit is None:
                 # a fuller outline's cost is estimated (a few % under, at times): the floor
                 # it is to hold is counted on its text
-                new = rewrite(
-                    info.unit,
-                    st.preserve_structure(info.unit, form.target, form.ahead),
-                    "preserve_structure",
-                )
-                form = dataclasses.replace(
-                    form, unit=new, cost=self._cost(info, new) + info.opening
-                )
+                form = self._outline_written(info, form)
                 if form.cost >= fixed.cost:
                     continue
             if change(i, form):
@@ -1655,15 +1656,7 @@ class Plan:
         fresh = []
         for i, f in choice.items():
             if f.action == "restructured" and f.unit is None:  # a fuller outline: its text now
-                info = self.info[i]
-                new = rewrite(
-                    info.unit,
-                    st.preserve_structure(info.unit, f.target, f.ahead),
-                    "preserve_structure",
-                )
-                choice[i] = dataclasses.replace(
-                    f, unit=new, cost=self._cost(info, new) + info.opening
-                )
+                choice[i] = self._outline_written(self.info[i], f)
             if f.action == "summarized" and f.unit is None:
                 info = self.info[i]
                 text = self._summaries[i, f.target]

@@ -91,29 +91,20 @@ def preserve_structure(unit: Unit, head: int = 0, ahead: int = 0) -> str:
 def elided_runs(text: str) -> list[list[str]]:
     """The runs of body lines the outline of `text` elides (MIN_ELIDED lines or more), in
     order: of its fenced code blocks (prose with ``` fences), else of the whole text."""
-    out: list[list[str]] = []
-    for code in _code_blocks(text) if is_fenced(text) else [text]:
-        lines, keep = outline(code)
-        runs: list[list[str]] = []
-        for k, line in enumerate(lines):
-            if keep[k] or k == 0:
-                runs.append([])
-            else:
-                runs[-1].append(line)
-        out += [r for r in runs if len(r) >= MIN_ELIDED]
-    return out
+    blocks = [c for code, c in _fenced_parts(text) if code] if is_fenced(text) else [text]
+    return [r for block in blocks for r in _runs(*outline(block)) if len(r) >= MIN_ELIDED]
 
 
-def _long_runs(lines: Sequence[str], keep: Sequence[bool]) -> int:
-    """How many runs of at least MIN_ELIDED lines `_elide` meets."""
-    n = run = 0
-    for k in range(len(lines)):
+def _runs(lines: Sequence[str], keep: Sequence[bool]) -> list[list[str]]:
+    """The runs of lines between those `keep` marks (and the first line), as `_elide` meets
+    them."""
+    runs: list[list[str]] = []
+    for k, line in enumerate(lines):
         if keep[k] or k == 0:
-            n += run >= MIN_ELIDED
-            run = 0
+            runs.append([])
         else:
-            run += 1
-    return n + (run >= MIN_ELIDED)
+            runs[-1].append(line)
+    return runs
 
 
 def next_head(head: int) -> int:
@@ -216,47 +207,37 @@ def _shrink_fenced(text: str, head: int = 0, ahead: int = 0) -> str:
     """Prose stays; the code inside ``` fences is shrunk (an unclosed fence runs to the end);
     `ahead` counts the runs of all the blocks, in order."""
     out: list[str] = []
-    code: list[str] = []
-    inside = False
-
-    def shrink() -> None:
-        nonlocal ahead
-        lines, keep = outline("\n".join(code))
+    for code, part in _fenced_parts(text):
+        if not code:
+            out.append(part)
+            continue
+        lines, keep = outline(part)
         out.append(_elide(lines, keep, head, max(0, ahead)))
-        ahead -= _long_runs(lines, keep)
-        code.clear()
-
-    for line in text.split("\n"):
-        if _FENCE.match(line):
-            if inside:
-                shrink()
-            inside = not inside
-            out.append(line)
-        elif inside:
-            code.append(line)
-        else:
-            out.append(line)
-    if code:
-        shrink()
+        ahead -= sum(len(r) >= MIN_ELIDED for r in _runs(lines, keep))
     return "\n".join(out)
 
 
-def _code_blocks(text: str) -> list[str]:
-    """The code inside the ``` fences of `text`, a block each (as `_shrink_fenced` reads it)."""
-    blocks: list[str] = []
+def _fenced_parts(text: str) -> list[tuple[bool, str]]:
+    """The lines of prose with ``` fences, in order, as (is code, text): a line of prose or
+    of a fence each, and each fenced block's code as one text (an unclosed fence's up to the
+    end)."""
+    out: list[tuple[bool, str]] = []
     code: list[str] = []
     inside = False
     for line in text.split("\n"):
         if _FENCE.match(line):
             if inside:
-                blocks.append("\n".join(code))
+                out.append((True, "\n".join(code)))
                 code.clear()
             inside = not inside
+            out.append((False, line))
         elif inside:
             code.append(line)
+        else:
+            out.append((False, line))
     if code:
-        blocks.append("\n".join(code))
-    return blocks
+        out.append((True, "\n".join(code)))
+    return out
 
 
 def _shrink_call(text: str) -> str:
