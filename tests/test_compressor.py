@@ -253,6 +253,18 @@ def test_a_larger_limit_never_keeps_less(units: list[Unit], a: float, b: float) 
     check_monotone(COMPRESSOR.compress(units, small), COMPRESSOR.compress(units, large))
 
 
+def test_units_of_no_text_are_not_what_goes_when_the_render_is_over() -> None:
+    """Found by hypothesis (the case is its falsifying example): when the rendered output
+    went over the limit, the units of no text (which cost nothing as counted) were dropped
+    first, freeing nothing, and a larger limit kept fewer must-keep units than a smaller."""
+    with open(FIXTURES.parent / "empty_units_overflow.jsonl", encoding="utf-8") as fh:
+        units = [Unit.from_dict(json.loads(line)) for line in fh]
+    total = sent(units)
+    small, large = COMPRESSOR.compress(units, total // 8), COMPRESSOR.compress(units, total // 4)
+    check_monotone(small, large)
+    assert large.tokens_after <= total // 4
+
+
 @pytest.mark.parametrize("name", FORMATS)
 def test_a_larger_limit_never_keeps_less_on_real_excerpts(name: str) -> None:
     units = REAL[name]

@@ -1535,9 +1535,17 @@ class Plan:
         def paid(k: int) -> bool:  # a model's summary, written: kept while anything else can go
             return any(i in self._locked for i in self.items[k])
 
+        def frees(k: int) -> bool:  # an empty unit costs nothing: dropping it frees nothing
+            return any(choice[i].cost for i in self.items[k])
+
         order = sorted(
             (k for k, item in enumerate(self.items) if not any(self.info[i].forced for i in item)),
-            key=lambda k: (any(self.info[i].must_keep for i in self.items[k]), paid(k), worth(k)),
+            key=lambda k: (
+                any(self.info[i].must_keep for i in self.items[k]),
+                paid(k),
+                not frees(k),
+                worth(k),
+            ),
         )
         over = self.costs.total(self._output(choice)) - limit
         freed = 0
