@@ -452,6 +452,9 @@ def test_settled_categories_are_harness_facts():
     assert (
         settled("user", "text", "# AGENTS.md instructions for /repo\n\nRun tests.") == "constraint"
     )
+    demo = Unit("s:1", "s", 1, "user", "text", "Here is a demonstration of how to correctly "
+                "accomplish this task.", extra={"is_demo": True})  # fmt: skip
+    assert cues.settled_category(demo) == "boilerplate"  # SWE-agent marks its demonstrations
     # the user's own words, an assistant's text and other tool output are the model's to call
     assert settled("user", "text", "Fix the ValueError: it breaks the login") is None
     assert settled("assistant", "text", "ValueError: the parser rejects it") is None

@@ -492,7 +492,8 @@ def settled_category(unit: Unit) -> str | None:
     """The category TAXONOMY.md and the hand-label conventions (data/labels/README.md) give a
     unit outright, whatever a model says, or None:
 
-    - boilerplate: as `is_settled_boilerplate`, and Codex's mode and catalogue notes;
+    - boilerplate: as `is_settled_boilerplate`, Codex's mode and catalogue notes, and what
+      the harness marks a demonstration (SWE-agent's `is_demo`);
     - constraint: injected project rules (AGENTS.md / CLAUDE.md instructions), a skill launched
       without a task; requirement: a skill or command expansion that carries the task
       (`skill_arguments`);
@@ -501,9 +502,9 @@ def settled_category(unit: Unit) -> str | None:
     - tool_output: a sub-agent's launch receipt.
 
     The hand labels agree on all 116 units these rules settle beyond boilerplate's (and on the
-    29 read rule files `Settler` adds); models trained without a source's harness miss most of
-    them (`winnow evaluate --by-source`)."""
-    if is_settled_boilerplate(unit):
+    29 read rule files `Settler` adds, and both of SWE-agent's demonstrations); models trained
+    without a source's harness miss most of them (`winnow evaluate --by-source`)."""
+    if is_settled_boilerplate(unit) or unit.extra.get("is_demo"):
         return "boilerplate"
     text = unit.text or ""
     if unit.kind == "tool_result":
