@@ -97,6 +97,45 @@ def test_a_tool_refusing_its_arguments_is_an_error() -> None:
     assert error_excerpt("Options:\n  --foo  set the foo option") == ""
 
 
+def test_wrapped_cli_errors_and_failure_marks_are_error_lines() -> None:
+    """Errors the hand labels call errors that no cue saw (the compressor let them go when
+    the classifier missed them on a project it had not seen)."""
+    errors = [
+        "Error starting session: A session for task #002 already exists: 'task#002'",
+        "telemetry consent: huh: bubbletea: error opening TTY: open /dev/tty: no such device",
+        "failed to get action: session fix prompt failed: huh: could not open TTY",
+        "✗ resolveRepoPath > returns session repo path if session is given [0.23ms]",
+        "❌ getCurrentSession returned null - not in a session workspace",
+        "cd: no such file or directory: minsky",
+        "test (ubuntu-latest)\tGolang CI\t2026-07-23T15:20:36.29Z ##[error]issues found",
+        "base64: invalid input",
+        "The LLM did not conform to the edit format.",
+    ]
+    for line in errors:
+        assert error_excerpt(f"{line}\nedobry@linkslate minsky %").startswith(line), line
+    for line in ("Error handling: we wrap errors", "## Error handling in Go", "✓ all passed"):
+        assert error_excerpt(line) == "", line
+
+
+def test_a_summary_holds_the_error_lines_an_error_note_holds() -> None:
+    """A test run with more error lines than a note keeps: a summary the size of the note
+    keeps the note's lines (the first ones), though later lines name more paths and numbers;
+    and a long error line stays one line, cut as the note cuts it, not split in sentences."""
+    long = "TypeError: db.addSession is not a function. (In 'db.addSession({" + "x" * 400 + "'"
+    log = "\n".join(
+        ["bun test v1.2.10", long]
+        + [f"✗ Session > case {k} [0.{k}ms]" for k in range(45)]
+        + [f"error: expect(received).toBe(expected) at src/session/case{k}.test.ts:{k}:7" for k in range(30)]
+        + ["Ran 120 tests across 9 files. [1.52s]"]
+    )  # fmt: skip
+    note = error_excerpt(log)
+    kept = [ln for ln in note.split("\n") if not ln.startswith("[... ")]
+    assert kept[0].startswith("TypeError:") and len(kept) == 40
+    out = ExtractiveSummarizer().summarize(log, COUNTER.count(note) + 20)
+    for line in kept:
+        assert line in out.split("\n"), line
+
+
 def test_an_error_excerpt_holds_a_retried_error_once() -> None:
     retry = "litellm.APIError: APIError: OpenAIException - Your request was blocked."
     log = "\n".join(f"{retry}\nRetrying in {2**k / 4} seconds..." for k in range(9))

@@ -394,11 +394,17 @@ ERROR_LINE_CHARS = 300  # ...each cut to this length (the summarizer cuts lines 
 
 
 # What the cues miss: pytest's "ERROR tests/x.py::t - ..." lines, an exception named
-# mid-line ("... - sqlite3.OperationalError: no such table") and a command line tool's
-# refusal of its arguments ("cat: illegal option -- A", GNU's "invalid option").
+# mid-line ("... - sqlite3.OperationalError: no such table"), a command line tool's refusal
+# of its arguments or input ("cat: illegal option -- A", GNU's "invalid option", "base64:
+# invalid input"), a CLI's wrapped error ("Error starting session: ...", Go's "huh: error
+# opening TTY: ...", "failed to get action: ..."), a script's failure mark ("❌ ..."), zsh's
+# "cd: no such file or directory: x" and a GitHub Actions log's "##[error]" annotation.
+# (Here, not in the cues: the classifier's features read those.)
 _MORE_ERRORS = re.compile(
     r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|Exception): |"
-    r"\b(?:illegal|invalid|unrecognized|unknown) option\b"
+    r"\b(?:illegal|invalid|unrecognized|unknown) (?:option|argument|input)\b|"
+    r"(?:^|: )(?:[Ee]rror \w+ing [^:\n]{1,80}|failed to \w+[^:\n]{0,80}): \S|^\s{0,8}[❌✗✘] |"
+    r"\bno such file or directory\b|##\[error\]"
 )
 
 
@@ -408,6 +414,7 @@ _ERROR_WORDS = (
     "err", "fail", "exception", "traceback", "exit", "denied", "not found", "no such",
     "cannot", "reject", "panic", "fatal", "undefined", "not used", "proceed", "syntax",
     "illegal option", "invalid option", "unrecognized option", "unknown option",
+    "invalid argument", "invalid input", "conform", "❌", "✗", "✘",
 )  # fmt: skip
 _POSITION = re.compile(r":\d+:\d+: ")
 _MAYBE_ERROR = re.compile(

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from winnow.data import cues
 from winnow.data.schema import Unit
 from winnow.serving.relevance import distinctive_tokens
-from winnow.serving.strategies import is_error_line
+from winnow.serving.strategies import MAX_ERROR_LINES, is_error_line
 from winnow.serving.tokens import TokenCounter, default_token_counter
 
 log = logging.getLogger(__name__)
@@ -141,38 +141,20 @@ class ExtractiveSummarizer:
             ranked = self._ranked[digest, salient] = _Ranked(lines, *self._rank(lines, salient))
             if len(self._ranked) > 8:
                 self._ranked.popitem(last=False)
-        lines, candidates, repeats, _n = ranked  # shared: read, never changed
-        gap = ranked.gap
-        chosen: list[int] = []  # sorted
-        used = 0
-        misses = 0
-        for _score, i in candidates:
-            if used + 2 > max_tokens or misses >= MAX_MISSES:
-                break  # nothing fits any more (a line costs at least itself and a newline)
-            # a line costs its tokens and a newline, and may open or close a gap marker
-            k = bisect.bisect(chosen, i)
-            a = chosen[k - 1] if k else -1
-            b = chosen[k] if k < len(chosen) else len(lines)
-            gaps = gap(a, i) + gap(i, b) - gap(a, b)
-            cost = self.counter.count(_cut(lines[i])) + 1 + gaps * MARKER_TOKENS
-            if used + cost <= max_tokens:
-                chosen.insert(k, i)
-                used += cost
-                misses = 0
-            else:
-                misses += 1
-        if repeats and len(chosen) == len(candidates) and used + 2 <= max_tokens:
-            # Every distinct line is in and room is left (a log of one error repeated): the
-            # repeated lines fill it, earliest first, rather than leave the budget unused.
-            # One sweep in order of position (no insertion into `chosen`): linear.
-            more, used = self._fill_repeats(ranked, chosen, used, max_tokens)
-            candidates = candidates + [(0, i) for i in more]
-            chosen = sorted(chosen + more)
+        lines, candidates, _r, _n = ranked  # shared: read, never changed
+        candidates, chosen, used = self._choose(ranked, max_tokens)
+        out = self._render(lines, set(chosen))
+        n = self.counter.count(out)
+        if used > n and n < max_tokens and len(chosen) < len(lines):
+            # A line's own count and a newline overcount a run of short lines (tokens merge
+            # across the newlines; 609 estimated for a 567-token run of 40 test failures):
+            # once more with the budget scaled by what the estimate overcounted.
+            candidates, chosen, used = self._choose(ranked, max_tokens * used // n)
+            out = self._render(lines, set(chosen))
         # The estimate is close, not exact: check the real count, shed the weakest lines (a
         # share of them at a time, so that a poor estimate costs a few renders, not one each).
         keep = set(chosen)
         order = [i for _s, i in candidates if i in keep]
-        out = self._render(lines, keep)
         while order and (n := self.counter.count(out)) > max_tokens:
             shed = max(1, len(order) * (n - max_tokens) // (2 * n))
             for i in order[-shed:]:
@@ -205,6 +187,38 @@ class ExtractiveSummarizer:
             if room < 6:
                 break
         return out
+
+    def _choose(self, ranked: _Ranked, budget: int) -> tuple[list[tuple[int, int]], list[int], int]:
+        """The lines that fit `budget` by the estimate, best first: (the candidates, the
+        repeats that fill room left included; the chosen, sorted; the estimated tokens)."""
+        lines, candidates, repeats, _n = ranked
+        gap = ranked.gap
+        chosen: list[int] = []  # sorted
+        used = 0
+        misses = 0
+        for _score, i in candidates:
+            if used + 2 > budget or misses >= MAX_MISSES:
+                break  # nothing fits any more (a line costs at least itself and a newline)
+            # a line costs its tokens and a newline, and may open or close a gap marker
+            k = bisect.bisect(chosen, i)
+            a = chosen[k - 1] if k else -1
+            b = chosen[k] if k < len(chosen) else len(lines)
+            gaps = gap(a, i) + gap(i, b) - gap(a, b)
+            cost = self.counter.count(_cut(lines[i])) + 1 + gaps * MARKER_TOKENS
+            if used + cost <= budget:
+                chosen.insert(k, i)
+                used += cost
+                misses = 0
+            else:
+                misses += 1
+        if repeats and len(chosen) == len(candidates) and used + 2 <= budget:
+            # Every distinct line is in and room is left (a log of one error repeated): the
+            # repeated lines fill it, earliest first, rather than leave the budget unused.
+            # One sweep in order of position (no insertion into `chosen`): linear.
+            more, used = self._fill_repeats(ranked, chosen, used, budget)
+            candidates = candidates + [(0, i) for i in more]
+            chosen = sorted(chosen + more)
+        return candidates, chosen, used
 
     def _fill_repeats(
         self, ranked: _Ranked, chosen: list[int], used: int, max_tokens: int
@@ -245,15 +259,19 @@ class ExtractiveSummarizer:
         seen: set[str] = set()
         ranked = []
         repeats = []
+        errors = 0  # error lines met so far, copies included (as strategies.error_lines counts)
         for i in nonblank:
             ln = _cut(lines[i].strip())  # the cues look at what would be kept, no more
+            error = is_error_line(ln)
+            errors += error
             if ln in seen:  # repeated log lines say nothing new: only room left takes them
                 repeats.append(i)
                 continue
             seen.add(ln)
             score = 0
-            if is_error_line(ln):  # above any sum of the rest: the error lines come first
-                score += 200
+            if error:  # above any sum of the rest: the error lines come first, and the
+                # first MAX_ERROR_LINES of them (those an error note keeps) before the others
+                score += 400 if errors <= MAX_ERROR_LINES else 200
             if i in ends:
                 score += 50
             if salient and not salient.isdisjoint(distinctive_tokens(ln, remember=False)):
@@ -317,7 +335,8 @@ def _segments(text: str) -> list[str]:
     and what is still longer (minified code, data) into pieces a summary can keep."""
     out: list[str] = []
     for line in text.split("\n"):
-        if len(line) <= MAX_LINE_CHARS:
+        # an error line stays one line, cut as an error note cuts it: the same words either way
+        if len(line) <= MAX_LINE_CHARS or is_error_line(line):
             out.append(line)
             continue
         for part in _SENTENCE.split(line):
