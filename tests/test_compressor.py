@@ -335,6 +335,28 @@ def test_an_error_keeps_its_error_lines_at_every_limit_that_holds_them() -> None
         assert all(line in text for line in lines), limit
 
 
+def test_a_client_error_the_classifier_missed_keeps_its_error_line() -> None:
+    """Aider prints its failures as console lines mid-session; on projects it had not seen
+    the classifier called them explanation, and the compressor dropped them whole."""
+    console = (
+        "Tokens: 12k sent, 436 received. Cost: $0.02 message, $0.05 session.\n"
+        "Committing src/iterable.filter.ts before applying edits.\n"
+        "The LLM did not conform to the edit format.\n"
+        "https://aider.chat/docs/troubleshooting/edit-errors.html"
+    )
+    units = [
+        unit(0, "boilerplate", "Aider v0.84.0\nMain model: gpt-4o", "system"),
+        unit(1, "requirement", "Make filter() accept async predicates.", "user"),
+        *(unit(2 + i, "explanation", f"Step {i}: " + "the predicate is awaited per item. " * 30) for i in range(4)),
+        unit(6, "explanation", console, "system"),
+        unit(7, "decision", "I will keep the sync path and add filterAsync beside it."),
+    ]  # fmt: skip
+    for share in (0.3, 0.5):
+        out = COMPRESSOR.compress(units, int(sent(units) * share))
+        text = "\n".join(u.text for u in out.units if u.id == "s:6")
+        assert "The LLM did not conform to the edit format." in text, share
+
+
 GO_RUN = "\n".join(
     ["$ go test ./..."]
     + [f"--- FAIL: TestSegment{i} (0.00s)\n    segment_test.go:{40 + i}: want {i}, got {i + 1}" for i in range(40)]

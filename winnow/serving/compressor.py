@@ -763,14 +763,18 @@ class Plan:
                 raised=raise_,
                 index=i,
             )
-            # error lines are looked for where errors are: tool output, and any unit the
-            # classifier gives some chance of being one
-            if u.kind == "tool_result" or scores.get("error", 0.0) >= 0.05 or cat == "error":
+            # error lines are looked for where errors are: tool output, a client's console
+            # lines mid-session (Aider's: 43 of the 44 there with error lines are hand-labelled
+            # error), and any unit the classifier gives some chance of being one
+            output = u.kind == "tool_result" or (
+                u.kind == "text" and u.role == "system" and i >= leading
+            )
+            if output or scores.get("error", 0.0) >= 0.05 or cat == "error":
                 info.errors = st.error_excerpt(u.text)
             # an error by its category (more likely than not), by the tool's own word, or by
-            # an error line in a tool's output
+            # an error line in a tool's or the client's output
             likely = cat == "error" or scores.get("error", 0.0) >= 0.5
-            failed = u.kind == "tool_result" and (bool(u.is_error) or bool(info.errors))
+            failed = output and (bool(u.is_error) or bool(info.errors))
             if not info.must_keep and u.kind in ("text", "tool_result") and (likely or failed):
                 info.error_floor = True
                 info.errors = info.errors or st.first_line_excerpt(u.text)
