@@ -119,7 +119,7 @@ def test_wrapped_cli_errors_and_failure_marks_are_error_lines() -> None:
 
 def test_a_summary_holds_the_error_lines_an_error_note_holds() -> None:
     """A test run with more error lines than a note keeps: a summary the size of the note
-    keeps the note's lines (the first ones), though later lines name more paths and numbers;
+    keeps the note's lines (the first ones and the last), though others name more paths;
     and a long error line stays one line, cut as the note cuts it, not split in sentences."""
     long = "TypeError: db.addSession is not a function. (In 'db.addSession({" + "x" * 400 + "'"
     log = "\n".join(
@@ -134,6 +134,17 @@ def test_a_summary_holds_the_error_lines_an_error_note_holds() -> None:
     out = ExtractiveSummarizer().summarize(log, COUNTER.count(note) + 20)
     for line in kept:
         assert line in out.split("\n"), line
+
+
+def test_an_error_note_of_a_long_run_keeps_how_it_ended() -> None:
+    """Of more error lines than a note holds, the first ones and the last: "1 error" at the
+    end of a test run says more than the 41st failing test's name."""
+    run = "\n".join(
+        [f"✗ Session > case {k} [0.{k}ms]" for k in range(60)] + ["", " 60 fail", " 1 error"]
+    )
+    note = error_excerpt(run).split("\n")
+    assert note[0] == "✗ Session > case 0 [0.0ms]" and note[-2:] == [" 60 fail", " 1 error"]
+    assert len([ln for ln in note if not ln.startswith("[... ")]) == 40
 
 
 def test_an_error_excerpt_holds_a_retried_error_once() -> None:

@@ -398,13 +398,16 @@ ERROR_LINE_CHARS = 300  # ...each cut to this length (the summarizer cuts lines 
 # of its arguments or input ("cat: illegal option -- A", GNU's "invalid option", "base64:
 # invalid input"), a CLI's wrapped error ("Error starting session: ...", Go's "huh: error
 # opening TTY: ...", "failed to get action: ..."), a script's failure mark ("❌ ..."), zsh's
-# "cd: no such file or directory: x" and a GitHub Actions log's "##[error]" annotation.
+# "cd: no such file or directory: x", a GitHub Actions log's "##[error]" annotation and
+# CMake's "CMake Error at CMakeLists.txt:28" / "Configuring incomplete, errors occurred!" and
+# bun test's closing " 60 fail".
 # (Here, not in the cues: the classifier's features read those.)
 _MORE_ERRORS = re.compile(
     r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|Exception): |"
     r"\b(?:illegal|invalid|unrecognized|unknown) (?:option|argument|input)\b|"
     r"(?:^|: )(?:[Ee]rror \w+ing [^:\n]{1,80}|failed to \w+[^:\n]{0,80}): \S|^\s{0,8}[❌✗✘] |"
-    r"\bno such file or directory\b|##\[error\]"
+    r"\bno such file or directory\b|##\[error\]|\bCMake Error\b|\berrors occurred\b|"
+    r"^\s{0,8}[1-9]\d* fail\b"
 )
 
 
@@ -448,10 +451,24 @@ def _maybe_error(head: str) -> bool:
 def error_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[int]:
     """Positions (in `text.split("\\n")`) of the lines that report an error: a traceback
     header, an exception, a failing test, a non-zero exit, a rejected tool call. Each line is
-    tested on its own (the cues' patterns may run across lines)."""
+    tested on its own (the cues' patterns may run across lines). Of more than `limit`, the
+    first ones and the last quarter of `limit` (`kept_errors`): a test run's last lines say
+    how it ended ("5 fail, 1 error")."""
+    return kept_errors(_error_lines(text), limit)
+
+
+def kept_errors(found: list[int], limit: int = MAX_ERROR_LINES) -> list[int]:
+    """Of the error lines `found` (ascending), the ones an error note keeps."""
+    if len(found) <= limit:
+        return found
+    tail = limit // 4
+    return found[: limit - tail] + found[len(found) - tail :]
+
+
+def _error_lines(text: str) -> list[int]:
     low = text.lower()
     if len(low) != len(text):  # a letter whose lower case is longer: the slow, sure way
-        return [i for i, ln in enumerate(text.split("\n")) if is_error_line(ln)][:limit]
+        return [i for i, ln in enumerate(text.split("\n")) if is_error_line(ln)]
     starts: set[int] = set()  # where the lines a cheap test flags start
     for finder in [partial(low.find, w) for w in _ERROR_WORDS] + [_position_finder(text)]:
         i = finder(0)
@@ -467,8 +484,6 @@ def error_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[int]:
         end = text.find("\n", start)
         if is_error_line(text[start : end if end >= 0 else len(text)]):
             out.append(line_no)
-            if len(out) >= limit:
-                break
     return out
 
 

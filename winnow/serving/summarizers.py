@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from winnow.data import cues
 from winnow.data.schema import Unit
 from winnow.serving.relevance import distinctive_tokens
-from winnow.serving.strategies import MAX_ERROR_LINES, is_error_line
+from winnow.serving.strategies import is_error_line, kept_errors
 from winnow.serving.tokens import TokenCounter, default_token_counter
 
 log = logging.getLogger(__name__)
@@ -259,19 +259,21 @@ class ExtractiveSummarizer:
         seen: set[str] = set()
         ranked = []
         repeats = []
-        errors = 0  # error lines met so far, copies included (as strategies.error_lines counts)
-        for i in nonblank:
-            ln = _cut(lines[i].strip())  # the cues look at what would be kept, no more
-            error = is_error_line(ln)
-            errors += error
+        cut = [_cut(lines[i].strip()) for i in nonblank]  # the cues look at what is kept
+        errors = [k for k, ln in enumerate(cut) if is_error_line(ln)]
+        noted = set(kept_errors(errors))  # those an error note keeps (copies counted)
+        errors_at = set(errors)
+        for k, i in enumerate(nonblank):
+            ln = cut[k]
+            error = k in errors_at
             if ln in seen:  # repeated log lines say nothing new: only room left takes them
                 repeats.append(i)
                 continue
             seen.add(ln)
             score = 0
-            if error:  # above any sum of the rest: the error lines come first, and the
-                # first MAX_ERROR_LINES of them (those an error note keeps) before the others
-                score += 400 if errors <= MAX_ERROR_LINES else 200
+            if error:  # above any sum of the rest: the error lines come first, and those
+                # an error note keeps before the others
+                score += 400 if k in noted else 200
             if i in ends:
                 score += 50
             if salient and not salient.isdisjoint(distinctive_tokens(ln, remember=False)):
