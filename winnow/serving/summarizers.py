@@ -58,6 +58,7 @@ MARKER_TOKENS = 7  # what a `[... 120 lines]` marker and its newline cost
 # Candidate lines that did not fit in a row before the search for shorter ones stops: it
 # bounds the lines counted (each is tokenized) on a huge text with a small budget.
 MAX_MISSES = 64
+NOTED_SCORE = 400  # a line's rank score for being one of the error lines a note keeps
 
 PROMPT = (
     "You compress parts of a coding agent's transcript so that another agent can continue the "
@@ -195,8 +196,19 @@ class ExtractiveSummarizer:
         gap = ranked.gap
         chosen: list[int] = []  # sorted
         used = 0
+        # The error lines a note keeps go in together when the budget holds them as the note
+        # does (counted as rendered: line by line, the estimate can leave two of them out of
+        # a budget the size of the note, and take shorter lines instead)
+        noted = sorted(i for score, i in candidates if -score >= NOTED_SCORE)
+        if noted:
+            n = self.counter.count(self._render(lines, set(noted)))
+            if n <= budget:
+                chosen, used = noted, n
+        taken = set(chosen)
         misses = 0
         for _score, i in candidates:
+            if i in taken:
+                continue
             if used + 2 > budget or misses >= MAX_MISSES:
                 break  # nothing fits any more (a line costs at least itself and a newline)
             # a line costs its tokens and a newline, and may open or close a gap marker
@@ -260,20 +272,26 @@ class ExtractiveSummarizer:
         ranked = []
         repeats = []
         cut = [_cut(lines[i].strip()) for i in nonblank]  # the cues look at what is kept
-        errors = [k for k, ln in enumerate(cut) if is_error_line(ln)]
-        noted = set(kept_errors(errors))  # those an error note keeps (copies counted)
+        # error lines as strategies.error_lines finds them: not stripped (an indented
+        # "error:" is no error line there)
+        errors = [k for k, i in enumerate(nonblank) if is_error_line(lines[i])]
+        # the lines an error note keeps, at the places it keeps them (copies counted, each
+        # text once: strategies.error_excerpt), ranked there, their other copies repeats
+        noted: dict[str, int] = {}
+        for k in kept_errors(errors):
+            noted.setdefault(cut[k], k)
         errors_at = set(errors)
         for k, i in enumerate(nonblank):
             ln = cut[k]
             error = k in errors_at
-            if ln in seen:  # repeated log lines say nothing new: only room left takes them
-                repeats.append(i)
+            if ln in seen or noted.get(ln, k) != k:
+                repeats.append(i)  # repeated log lines say nothing new: only room left takes them
                 continue
             seen.add(ln)
             score = 0
             if error:  # above any sum of the rest: the error lines come first, and those
                 # an error note keeps before the others
-                score += 400 if k in noted else 200
+                score += NOTED_SCORE if ln in noted else 200
             if i in ends:
                 score += 50
             if salient and not salient.isdisjoint(distinctive_tokens(ln, remember=False)):
