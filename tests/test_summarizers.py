@@ -120,18 +120,20 @@ def test_wrapped_cli_errors_and_failure_marks_are_error_lines() -> None:
 def test_a_summary_holds_the_error_lines_an_error_note_holds() -> None:
     """A test run with more error lines than a note keeps: a summary the size of the note
     keeps the note's lines (the first ones and the last), though others name more paths;
-    and a long error line stays one line, cut as the note cuts it, not split in sentences."""
+    and a long error line stays one line, cut as the note cuts it, not split in sentences; a
+    line failing again at the end is kept where the note keeps it; an indented source line
+    quoted under an error (`     error:  5 | import ...`) is no error line for either."""
     long = "TypeError: db.addSession is not a function. (In 'db.addSession({" + "x" * 400 + "'"
     log = "\n".join(
         ["bun test v1.2.10", long]
-        + [f"✗ Session > case {k} [0.{k}ms]" for k in range(45)]
+        + [f"✗ Session > case {k} [0.{k}ms]\n     error:  {k} | import {{ join }} from 'path';" for k in range(45)]
         + [f"error: expect(received).toBe(expected) at src/session/case{k}.test.ts:{k}:7" for k in range(30)]
-        + ["Ran 120 tests across 9 files. [1.52s]"]
+        + ["✗ Session > case 40 [0.40ms]", " 76 fail", "Ran 120 tests across 9 files. [1.52s]"]
     )  # fmt: skip
     note = error_excerpt(log)
     kept = [ln for ln in note.split("\n") if not ln.startswith("[... ")]
     assert kept[0].startswith("TypeError:") and len(kept) == 40
-    out = ExtractiveSummarizer().summarize(log, COUNTER.count(note) + 20)
+    out = ExtractiveSummarizer().summarize(log, COUNTER.count(note))
     for line in kept:
         assert line in out.split("\n"), line
 
