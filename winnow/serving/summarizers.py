@@ -142,32 +142,44 @@ class ExtractiveSummarizer:
             ranked = self._ranked[digest, salient] = _Ranked(lines, *self._rank(lines, salient))
             if len(self._ranked) > 8:
                 self._ranked.popitem(last=False)
-        lines, candidates, _r, _n = ranked  # shared: read, never changed
+        lines = ranked.lines  # shared: read, never changed
         candidates, chosen, used = self._choose(ranked, max_tokens)
-        out = self._render(lines, set(chosen))
-        n = self.counter.count(out)
-        if used > n and n < max_tokens and len(chosen) < len(lines):
+        out, keep, n, first = self._shed(lines, candidates, chosen, max_tokens)
+        if used > first and first < max_tokens and len(chosen) < len(lines):
             # A line's own count and a newline overcount a run of short lines (tokens merge
             # across the newlines; 609 estimated for a 567-token run of 40 test failures):
-            # once more with the budget scaled by what the estimate overcounted.
-            candidates, chosen, used = self._choose(ranked, max_tokens * used // n)
-            out = self._render(lines, set(chosen))
-        # The estimate is close, not exact: check the real count, shed the weakest lines (a
-        # share of them at a time, so that a poor estimate costs a few renders, not one each).
-        keep = set(chosen)
-        order = [i for _s, i in candidates if i in keep]
-        while order and (n := self.counter.count(out)) > max_tokens:
-            shed = max(1, len(order) * (n - max_tokens) // (2 * n))
-            for i in order[-shed:]:
-                keep.discard(i)
-            del order[-shed:]
-            out = self._render(lines, keep)
+            # once more with the budget scaled by what the estimate overcounted, and the
+            # fuller of the two
+            more = self._choose(ranked, max_tokens * used // first)
+            again = self._shed(lines, more[0], more[1], max_tokens)
+            if again[2] > n:
+                candidates, (out, keep, n, first) = more[0], again
         if not keep:
             return self._truncate(text.strip(), max_tokens)
-        # Whole lines leave room at the end: the best line left out, cut to fit, takes it.
-        rest = iter([i for _s, i in candidates if i not in keep][:4])
+        # Whole lines leave room at the end: the best line left out, cut to fit, takes it (a
+        # repeated line last: a retry loop's error, too long to fit whole again)
+        left = [i for _s, i in candidates if i not in keep][:4]
+        left += [i for i in ranked.repeats if i not in keep][: 4 - len(left)]
+        filled = self._fill(lines, keep, left, out, max_tokens)
+        # A short line that took the last few tokens can leave too little for any cut: the
+        # best line left out, cut to fit in place of the weakest line kept, may hold more
+        # (an 80-token limit: 59 tokens with the short line, 63 with the cut one instead)
+        kept = [(-score, i) for score, i in candidates if i in keep]
+        if left and len(kept) > 1 and kept[-1][0] < NOTED_SCORE:  # never a noted error line
+            weakest = kept[-1][1]
+            fewer = keep - {weakest}
+            other = self._fill(lines, fewer, left, self._render(lines, fewer), max_tokens)
+            if self.counter.count(other) > self.counter.count(filled):
+                return other
+        return filled
+
+    def _fill(
+        self, lines: Sequence[str], keep: set[int], left: list[int], out: str, max_tokens: int
+    ) -> str:
+        """`out` (the lines `keep`) with the first lines of `left` that fit, cut to fit."""
         lines = list(lines)
-        for i in rest:
+        keep = set(keep)
+        for i in left:
             room = max_tokens - self.counter.count(out) - 1
             # the line may split a gap marker in two: then a shorter cut
             for cut in (room, room - MARKER_TOKENS):
@@ -188,6 +200,26 @@ class ExtractiveSummarizer:
             if room < 6:
                 break
         return out
+
+    def _shed(
+        self, lines: list[str], candidates: list[tuple[int, int]], chosen: list[int], budget: int
+    ) -> tuple[str, set[int], int, int]:
+        """The chosen lines rendered within `budget`: the estimate is close, not exact, so the
+        real count is checked and the weakest lines shed (a share of them at a time, so that a
+        poor estimate costs a few renders, not one each). (text, lines kept, its tokens, the
+        tokens of all the chosen lines)."""
+        keep = set(chosen)
+        order = [i for _s, i in candidates if i in keep]
+        out = self._render(lines, keep)
+        n = first = self.counter.count(out)
+        while order and n > budget:
+            shed = max(1, len(order) * (n - budget) // (2 * n))
+            for i in order[-shed:]:
+                keep.discard(i)
+            del order[-shed:]
+            out = self._render(lines, keep)
+            n = self.counter.count(out)
+        return out, keep, n, first
 
     def _choose(self, ranked: _Ranked, budget: int) -> tuple[list[tuple[int, int]], list[int], int]:
         """The lines that fit `budget` by the estimate, best first: (the candidates, the
