@@ -78,6 +78,41 @@ def test_a_summary_of_paragraphs_fills_its_budget() -> None:
         assert 0.95 * budget <= COUNTER.count(out) <= budget
 
 
+def test_a_summary_fills_its_budget_when_its_lines_are_few() -> None:
+    """Whole lines can leave the end of the budget unused: a short line that took it left
+    too little for any cut (a 64-token budget came back at 59), and a retry loop's long error,
+    repeated, was never the line cut to fit (270 to 320 tokens all came back at 265)."""
+    client_error = "\n".join(
+        [
+            "litellm.BadRequestError: LLM Provider NOT provided. Pass in the LLM provider you "
+            "are trying to call. You passed model=Qwen/Qwen3-Coder",
+            "Pass model as E.g. For 'Huggingface' inference endpoints pass in "
+            "`completion(model='huggingface/starcoder',..)` Learn more: https://docs.litellm.ai/docs/providers",
+            "https://docs.litellm.ai/docs/providers",
+            "Open URL for more info? (Y)es/(N)o/(D)on't ask again [Yes]: y",
+        ]
+    )
+    quota = (
+        'litellm.RateLimitError: litellm.RateLimitError: VertexAIException - b\'[{\\n  "error": '
+        '{\\n    "code": 429,\\n    "message": "Quota exceeded for aiplatform.googleapis.com/'
+        "online_prediction_input_tokens_per_minute_per_base_model with base model: "
+        'anthropic-claude-sonnet-4. Please submit a quota increase request.",\\n    "status": '
+        '"RESOURCE_EXHAUSTED"\\n  }\\n}\\n]\''
+    )
+    retries = (
+        "\n".join(
+            f"{quota}\nThe API provider has rate limited you. Try again later.\nRetrying in {s} seconds..."
+            for s in ("0.2", "0.5", "1.0")
+        )
+        + "\n\n\n^C again to exit\nCopied code context to clipboard.\n\n\n^C KeyboardInterrupt"
+    )
+    for text, budgets in ((client_error, range(58, 76)), (retries, range(250, 330, 10))):
+        assert COUNTER.count(text) > max(budgets)
+        for budget in budgets:
+            out = ExtractiveSummarizer().summarize(text, budget)
+            assert budget - 3 <= COUNTER.count(out) <= budget, budget
+
+
 def test_error_lines_come_before_any_other_line() -> None:
     """A last line naming a path, a number, a conclusion and what comes up later outranked
     an error line: a summary with room for one line keeps the error."""
