@@ -746,17 +746,41 @@ class CountingLLM:
         return text
 
 
-def test_every_summary_written_is_used() -> None:
-    llm = CountingLLM()
+class FillingLLM(CountingLLM):
+    """An LLM that writes up to its budget (the extractive summary at max_tokens)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = ExtractiveSummarizer()
+
+    def summarize(self, texts, max_tokens):
+        self.calls += 1
+        self.made.append(self.inner.summarize(texts, max_tokens))
+        return self.made[-1]
+
+
+@pytest.mark.parametrize("llm", [CountingLLM, FillingLLM])
+def test_every_summary_written_is_used(llm) -> None:
+    """A summary paid for is in the output: one that fills its budget too (with what the
+    renderer puts round it, it went a token over and was cut to size)."""
+    llm = llm()
     comp = SemanticCompressor(classifier=object(), summarizer=llm)
     for name in FORMATS:
-        for share in (0.1, 0.3, 0.6):
+        for share in (0.1, 0.2, 0.3, 0.5, 0.6):
             before = llm.calls
             result = comp.compress(REAL[name], share)
             texts = {u.text for u in result.units}
             made = llm.made[before:]
             assert all(any(m in t for t in texts) for m in made), (name, share)
     assert llm.calls > 0
+    # a SpecStory terminal block (edobry/minsky, MIT): at 121 and 124 tokens the filled
+    # summary of its `git status` went a token over with the renderer's text round it
+    with open(FIXTURES.parent / "paid_summary_fills_budget.jsonl", encoding="utf-8") as fh:
+        units = [Unit.from_dict(json.loads(line)) for line in fh]
+    for limit in range(100, sent(units), 3):
+        before = llm.calls
+        texts = {u.text for u in comp.compress(units, limit).units}
+        assert all(any(m in t for t in texts) for m in llm.made[before:]), limit
 
 
 def test_llm_summaries_run_concurrently_and_fall_back() -> None:
