@@ -394,17 +394,21 @@ ERROR_LINE_CHARS = 300  # ...each cut to this length (the summarizer cuts lines 
 
 
 # What the cues miss: pytest's "ERROR tests/x.py::t - ..." lines, an exception named
-# mid-line ("... - sqlite3.OperationalError: no such table"), a command line tool's refusal
-# of its arguments or input ("cat: illegal option -- A", GNU's "invalid option", "base64:
-# invalid input"), a CLI's wrapped error ("Error starting session: ...", Go's "huh: error
-# opening TTY: ...", "failed to get action: ..."), a script's failure mark ("❌ ..."), zsh's
-# "cd: no such file or directory: x", a GitHub Actions log's "##[error]" annotation and
-# CMake's "CMake Error at CMakeLists.txt:28" / "Configuring incomplete, errors occurred!" and
-# bun test's closing " 60 fail".
+# mid-line ("... - sqlite3.OperationalError: no such table") and a command line tool's
+# refusal of its arguments ("cat: illegal option -- A", GNU's "invalid option").
 # (Here, not in the cues: the classifier's features read those.)
 _MORE_ERRORS = re.compile(
     r"^\s{0,8}(?:ERROR|FAIL|FAILED)\b|\b[A-Z]\w*(?:Error|Exception): |"
-    r"\b(?:illegal|invalid|unrecognized|unknown) (?:option|argument|input)\b|"
+    r"\b(?:illegal|invalid|unrecognized|unknown) option\b"
+)
+# Weaker: a tool's refusal of its input ("base64: invalid input"), a CLI's wrapped error
+# ("Error starting session: ...", Go's "huh: error opening TTY: ...", "failed to get action:
+# ..."), a failure mark ("❌ ...", bun's "✗ test name"), zsh's "cd: no such file or directory:
+# x", a GitHub Actions log's "##[error]", CMake's "CMake Error at CMakeLists.txt:28" /
+# "Configuring incomplete, errors occurred!" and bun's closing " 60 fail". Of more error lines
+# than a note keeps, these give way to the others (`kept_errors`).
+_WEAK_ERRORS = re.compile(
+    r"\b(?:invalid|unrecognized|unknown) (?:argument|input)\b|"
     r"(?:^|: )(?:[Ee]rror \w+ing [^:\n]{1,80}|failed to \w+[^:\n]{0,80}): \S|^\s{0,8}[❌✗✘] |"
     r"\bno such file or directory\b|##\[error\]|\bCMake Error\b|\berrors occurred\b|"
     r"^\s{0,8}[1-9]\d* fail\b"
@@ -427,10 +431,19 @@ _MAYBE_ERROR = re.compile(
 
 def is_error_line(line: str) -> bool:
     """Whether one line reports an error (looked at up to ERROR_LINE_CHARS)."""
+    return error_strength(line) > 0
+
+
+def error_strength(line: str) -> int:
+    """2: the line reports an error as the cues know errors (a traceback, an exception, a
+    failing test, a non-zero exit, a rejected call); 1: as the weaker patterns do (a CLI's
+    wrapped error, a failure mark, a build tool's error); 0: no error line."""
     head = line[:ERROR_LINE_CHARS]
-    return _maybe_error(head) and (
-        cues.has_error_signal(head) or _MORE_ERRORS.search(head) is not None
-    )
+    if not _maybe_error(head):
+        return 0
+    if cues.has_error_signal(head) or _MORE_ERRORS.search(head) is not None:
+        return 2
+    return 1 if _WEAK_ERRORS.search(head) is not None else 0
 
 
 def _maybe_error(head: str) -> bool:
@@ -451,18 +464,30 @@ def _maybe_error(head: str) -> bool:
 def error_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[int]:
     """Positions (in `text.split("\\n")`) of the lines that report an error: a traceback
     header, an exception, a failing test, a non-zero exit, a rejected tool call. Each line is
-    tested on its own (the cues' patterns may run across lines). Of more than `limit`, the
-    first ones and the last quarter of `limit` (`kept_errors`): a test run's last lines say
-    how it ended ("5 fail, 1 error")."""
-    return kept_errors(_error_lines(text), limit)
+    tested on its own (the cues' patterns may run across lines). Of more than `limit`, those
+    `kept_errors` keeps."""
+    lines = text.split("\n")
+    return kept_errors([(i, error_strength(lines[i]) > 1) for i in _error_lines(text)], limit)
 
 
-def kept_errors(found: list[int], limit: int = MAX_ERROR_LINES) -> list[int]:
-    """Of the error lines `found` (ascending), the ones an error note keeps."""
+def kept_errors(found: list[tuple[int, bool]], limit: int = MAX_ERROR_LINES) -> list[int]:
+    """Of the error lines `found` ((position, strong), ascending), the ones an error note
+    keeps: all, or when there are more than `limit`, the strong ones first (an exception
+    before the 41st failing test's name), then the weak; of more than room is left, the
+    first ones and the last quarter (a test run's last lines say how it ended)."""
     if len(found) <= limit:
+        return [i for i, _strong in found]
+    strong = [i for i, s in found if s]
+    if len(strong) >= limit:
+        return _ends(strong, limit)
+    return sorted(strong + _ends([i for i, s in found if not s], limit - len(strong)))
+
+
+def _ends(found: list[int], n: int) -> list[int]:
+    if len(found) <= n:
         return found
-    tail = limit // 4
-    return found[: limit - tail] + found[len(found) - tail :]
+    tail = n // 4
+    return found[: n - tail] + found[len(found) - tail :]
 
 
 def _error_lines(text: str) -> list[int]:

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from winnow.data import cues
 from winnow.data.schema import Unit
 from winnow.serving.relevance import distinctive_tokens
-from winnow.serving.strategies import is_error_line, kept_errors
+from winnow.serving.strategies import error_strength, is_error_line, kept_errors
 from winnow.serving.tokens import TokenCounter, default_token_counter
 
 log = logging.getLogger(__name__)
@@ -306,13 +306,14 @@ class ExtractiveSummarizer:
         cut = [_cut(lines[i].strip()) for i in nonblank]  # the cues look at what is kept
         # error lines as strategies.error_lines finds them: not stripped (an indented
         # "error:" is no error line there)
-        errors = [k for k, i in enumerate(nonblank) if is_error_line(lines[i])]
+        strength = [error_strength(lines[i]) for i in nonblank]
+        errors = [(k, s > 1) for k, s in enumerate(strength) if s]
         # the lines an error note keeps, at the places it keeps them (copies counted, each
         # text once: strategies.error_excerpt), ranked there, their other copies repeats
         noted: dict[str, int] = {}
         for k in kept_errors(errors):
             noted.setdefault(cut[k], k)
-        errors_at = set(errors)
+        errors_at = {k for k, _strong in errors}
         for k, i in enumerate(nonblank):
             ln = cut[k]
             error = k in errors_at
