@@ -357,6 +357,26 @@ def test_a_client_error_the_classifier_missed_keeps_its_error_line() -> None:
         assert "The LLM did not conform to the edit format." in text, share
 
 
+def test_a_settled_category_is_certain_whatever_the_scores() -> None:
+    """A harness fact (`cues.settled_category`) is not a guess: a demonstration SWE-agent
+    marks is boilerplate, though a model that never saw SWE-agent scored it a requirement
+    (the compressor kept it as must-keep, summarizing the user's words to make room)."""
+    demo = "Here is a demonstration of how to correctly accomplish this task.\n" + "\n".join(
+        f"DISCUSSION\nStep {k}: open the file and look at line {k * 10}.\n```\nopen src/x.py {k}\n```"
+        for k in range(60)
+    )
+    units = [
+        Unit("s:0", "s", 0, "user", "text", demo, extra={"is_demo": True, "category": "boilerplate", "scores": {"requirement": 0.9, "boilerplate": 0.1}}),
+        unit(1, "requirement", "Fix the off-by-one in the pager: page 2 repeats the last row of page 1. " * 3, "user"),
+        unit(2, "decision", "The slice end is inclusive in paginate(); I will make it exclusive."),
+    ]  # fmt: skip
+    result = COMPRESSOR.compress(units, int(sent(units) * 0.3))
+    kept = {u.id: u.text for u in result.units}
+    assert kept["s:1"] == units[1].text and kept["s:2"] == units[2].text
+    assert kept.get("s:0") != demo and not result.must_keep_changes
+    assert result.records[0].scores == {"boilerplate": 1.0}
+
+
 GO_RUN = "\n".join(
     ["$ go test ./..."]
     + [f"--- FAIL: TestSegment{i} (0.00s)\n    segment_test.go:{40 + i}: want {i}, got {i + 1}" for i in range(40)]

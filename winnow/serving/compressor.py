@@ -735,6 +735,12 @@ class Plan:
             leading += 1
         out = []
         for i, (u, (cat, scores)) in enumerate(zip(units, labels, strict=True)):
+            if cat == settled_category(u):
+                # a harness fact (`cues.settled_category`), not a guess: its category is
+                # certain, whatever the model's scores said (out of fold they kept 24 settled
+                # units, Codex's catalogue notes and SWE-agent's demonstrations among them,
+                # as must-keep)
+                scores = {cat: 1.0}
             total = sum(scores.values()) or 1.0
             importance = sum(p * c.weights.get(k, 0.0) for k, p in scores.items()) / total
             paired = i in self.rendered_pairs
