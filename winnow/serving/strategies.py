@@ -466,8 +466,7 @@ def error_lines(text: str, limit: int = MAX_ERROR_LINES) -> list[int]:
     header, an exception, a failing test, a non-zero exit, a rejected tool call. Each line is
     tested on its own (the cues' patterns may run across lines). Of more than `limit`, those
     `kept_errors` keeps."""
-    lines = text.split("\n")
-    return kept_errors([(i, error_strength(lines[i]) > 1) for i in _error_lines(text)], limit)
+    return kept_errors(_error_lines(text), limit)
 
 
 def kept_errors(found: list[tuple[int, bool]], limit: int = MAX_ERROR_LINES) -> list[int]:
@@ -490,10 +489,12 @@ def _ends(found: list[int], n: int) -> list[int]:
     return found[: n - tail] + found[len(found) - tail :]
 
 
-def _error_lines(text: str) -> list[int]:
+def _error_lines(text: str) -> list[tuple[int, bool]]:
+    """(position, strong) of every error line, in order."""
     low = text.lower()
     if len(low) != len(text):  # a letter whose lower case is longer: the slow, sure way
-        return [i for i, ln in enumerate(text.split("\n")) if is_error_line(ln)]
+        found = ((i, error_strength(ln)) for i, ln in enumerate(text.split("\n")))
+        return [(i, s > 1) for i, s in found if s]
     starts: set[int] = set()  # where the lines a cheap test flags start
     for finder in [partial(low.find, w) for w in _ERROR_WORDS] + [_position_finder(text)]:
         i = finder(0)
@@ -501,14 +502,15 @@ def _error_lines(text: str) -> list[int]:
             starts.add(text.rfind("\n", 0, i) + 1)
             end = text.find("\n", i)
             i = finder(end + 1) if end >= 0 else -1
-    out: list[int] = []
+    out: list[tuple[int, bool]] = []
     line_no, seen = 0, 0  # the line number at offset `seen`
     for start in sorted(starts):
         line_no += text.count("\n", seen, start)
         seen = start
         end = text.find("\n", start)
-        if is_error_line(text[start : end if end >= 0 else len(text)]):
-            out.append(line_no)
+        strength = error_strength(text[start : end if end >= 0 else len(text)])
+        if strength:
+            out.append((line_no, strength > 1))
     return out
 
 
