@@ -48,6 +48,7 @@ def main() -> int:
     import numpy as np
     from rich.console import Console
 
+    from winnow.classifier.manifest import exclude_categories
     from winnow.data.schema import CATEGORIES
     from winnow.serving.classifier import ImportanceClassifier
     from winnow.training.bag_trainer import BagTrainConfig
@@ -84,7 +85,9 @@ def main() -> int:
         probs[test] = recipe.fit_predict(data, s, train, test, args.seed)["batch"]
         console.log(f"held out {s}: {len(test):,} units, {time.perf_counter() - t0:.1f} s")
     cal = calibrate(probs, temperature)  # = softmax(logits / T), the shipped graph's output
-    decided = shipped.decide(cal, corpus.units)  # as served: settled boilerplate included
+    # as served: the categories TAXONOMY.md rules out taken away, settled ones given
+    cal = exclude_categories(cal, corpus.units, CATEGORIES)
+    decided = shipped.decide(cal, corpus.units)
     with open(args.output, "w", encoding="utf-8") as fh:
         for u, d, p in zip(corpus.units, decided.tolist(), cal.tolist(), strict=True):
             scores = dict(zip(CATEGORIES, p, strict=True))

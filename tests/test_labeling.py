@@ -461,6 +461,20 @@ def test_settled_categories_are_harness_facts():
     assert settled("tool", "tool_result", "ValueError: bad input") is None
 
 
+@pytest.mark.traces
+@pytest.mark.skipif(not TRACES.is_dir(), reason="needs ../shared/traces")
+def test_the_hand_labels_never_give_an_assistant_text_the_task():
+    """`cues.excluded_categories` takes requirement and constraint away from an assistant's
+    text and thinking whatever a model says: the hand labels must agree on every such unit."""
+    from winnow.data.readers import read_paths
+
+    gold = load_labels([ROOT / "data" / "labels" / "gold.jsonl"]).labels
+    ruled = [(u, gold[u.id]) for u in read_paths([TRACES]) if u.id in gold]
+    ruled = [(u, g) for u, g in ruled if cues.excluded_categories(u)]
+    assert len(ruled) > 3000
+    assert [u.id for u, g in ruled if g in cues.excluded_categories(u)] == []
+
+
 def test_the_result_of_reading_a_rules_file_is_settled_by_its_call():
     def call(i: int, name: str, args: str) -> Unit:
         return Unit(f"s:{i}", "s", i, "assistant", "tool_call", args, name, f"c{i}")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from winnow.classifier.features import Context
+from winnow.classifier.manifest import exclude_categories
 from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 from winnow.serving.classifier import (
     ImportanceClassifier,
@@ -282,6 +283,65 @@ def test_what_the_taxonomy_settles_is_boilerplate_in_every_path(clf) -> None:
         "requirement",
         "boilerplate",
     ]
+
+
+def test_an_assistant_never_sets_the_task_in_every_path(clf) -> None:
+    """An assistant restating the request is not the request (TAXONOMY.md: restating is
+    status): its text or thinking gets no requirement or constraint score, in the batch, single
+    and live paths alike; the user's words, and a sub-agent's brief, keep theirs."""
+    from winnow.serving.session import SessionClassifier
+
+    ask = "Update the session start command to take a task id; keep the old name argument."
+    units = [
+        {"id": "s:0", "session_id": "s", "index": 0, "role": "user", "kind": "text", "text": ask},
+        {"id": "s:1", "session_id": "s", "index": 1, "role": "assistant", "kind": "text",
+         "text": "**Summary of Your Request**\n\nYou want to " + ask[0].lower() + ask[1:]},
+        {"id": "s:2", "session_id": "s", "index": 2, "role": "assistant", "kind": "thinking",
+         "text": "The user wants: " + ask},
+    ]  # fmt: skip
+    for preds in (
+        clf.predict(units),
+        clf.predict(units, online=True),
+        [clf.predict_one(u) for u in units],
+        SessionClassifier(clf).extend(units),
+    ):
+        assert preds[0].category == "requirement"
+        for p in preds[1:]:
+            assert p.category not in ("requirement", "constraint")
+            assert p.scores["requirement"] == p.scores["constraint"] == 0.0
+            assert sum(p.scores.values()) == pytest.approx(1.0, abs=1e-5)
+    # the rule takes away what it rules out, and only for the units it rules it out for
+    probs = np.zeros((3, len(clf.labels)), np.float32)
+    probs[:, clf.labels.index("requirement")] = 0.6
+    probs[:, clf.labels.index("status")] = 0.3
+    probs[:, clf.labels.index("decision")] = 0.1
+    brief = Unit("s:3", "s", 3, "assistant", "tool_call", '{"prompt": "' + ask + '"}', "Task", "c")
+    out = exclude_categories(probs, [to_unit(units[0]), to_unit(units[1]), brief], clf.labels)
+    assert out[0].tolist() == out[2].tolist() == probs[0].tolist()
+    # what it takes stays must-keep (the threshold keeps its meaning): decision gets it here,
+    # decision and architecture share it evenly where neither had any
+    at = clf.labels.index
+    assert out[1][at("status")] == pytest.approx(0.3)
+    assert out[1][at("decision")] == pytest.approx(0.7)
+    probs[1, at("decision")], probs[1, at("status")] = 0.0, 0.4
+    out = exclude_categories(probs, [to_unit(u) for u in units[:2]], clf.labels)
+    assert out[1][at("decision")] == out[1][at("architecture")] == pytest.approx(0.3)
+    assert out[1][at("status")] == pytest.approx(0.4)
+
+
+def test_the_ruled_out_categories_never_change_what_is_kept(clf, rows, monkeypatch) -> None:
+    """The rule picks which must-keep category an assistant's reply gets, never whether it is
+    must-keep: the must-keep sum, the threshold's input, is what the model gave."""
+    import winnow.serving.classifier as served
+
+    ruled = clf.predict(rows)
+    monkeypatch.setattr(served, "exclude_categories", lambda probs, units, labels: probs)
+    bare = clf.predict(rows)
+    mass = [sum(p.scores[c] for c in MUST_KEEP) for p in bare]
+    assert [sum(p.scores[c] for c in MUST_KEEP) for p in ruled] == pytest.approx(mass, abs=1e-5)
+    assert [p.category in MUST_KEEP for p in ruled] == [p.category in MUST_KEEP for p in bare]
+    assistant = [i for i, r in enumerate(rows) if r["role"] == "assistant" and r["kind"] == "text"]
+    assert assistant and any(bare[i].scores["requirement"] > 0.01 for i in assistant)
 
 
 def _as_feature_spec(tmp_path: Path, version: int) -> Path:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ import numpy as np
 
 from winnow.classifier.features import FEATURE_NAMES, FEATURE_VERSIONS
 from winnow.classifier.ngrams import NGRAM_VERSIONS
-from winnow.data.schema import CATEGORIES
+from winnow.data.cues import excluded_categories
+from winnow.data.schema import CATEGORIES, MUST_KEEP, Unit
 
 FORMAT_VERSION = 3
 READS = (2, 3)
@@ -93,6 +95,38 @@ def must_keep_score(
         ab = np.array([scaling.get(r, default) for r in roles], np.float64).reshape(-1, 2)
         a, b = ab[:, 0], ab[:, 1]
     return 1.0 / (1.0 + np.exp(-(a * z + b)))
+
+
+def exclude_categories(
+    probs: np.ndarray, units: Sequence[Unit], labels: Sequence[str] = CATEGORIES
+) -> np.ndarray:
+    """[n, labels] probabilities with the categories TAXONOMY.md rules out for each of the n
+    units (`cues.excluded_categories`: an assistant's text is never requirement) set to 0;
+    `probs` itself when no unit has any.
+
+    The mass taken away goes to the unit's other must-keep categories in proportion (evenly
+    when they hold none): the model's "this must stay" is kept, only its "because the user
+    asked" is ruled out, so the must-keep sum, the fitted must-keep scaling and the threshold
+    mean what they meant before."""
+    index = {c: k for k, c in enumerate(labels)}
+    keep = [index[c] for c in labels if c in MUST_KEEP]
+    out = np.array(probs, dtype=np.float32, copy=True)
+    changed = False
+    for i, u in enumerate(units):
+        cols = [index[c] for c in excluded_categories(u) if c in index]
+        if not cols:
+            continue
+        changed = True
+        gone = float(out[i, cols].sum())
+        out[i, cols] = 0.0
+        rest = [k for k in keep if k not in cols]
+        if rest:
+            held = out[i, rest]
+            total = float(held.sum())
+            out[i, rest] = held + gone * (held / total if total > 0 else 1.0 / len(rest))
+        else:
+            out[i] /= max(float(out[i].sum()), 1e-12)
+    return out if changed else probs
 
 
 @dataclass(frozen=True)
@@ -364,6 +398,7 @@ def verify_checksums(model_dir: Path, required: tuple[str, ...] = (MANIFEST,)) -
 
 
 __all__ = [
+    "exclude_categories",
     "CHECKSUMS",
     "FORMAT_VERSION",
     "MUST_KEEP_RULES",

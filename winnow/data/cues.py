@@ -524,6 +524,21 @@ def settled_category(unit: Unit) -> str | None:
     return None
 
 
+# An assistant's text or thinking is never requirement or constraint: the user and the project
+# set those, and an assistant restating them is status (TAXONOMY.md's boundary rules). None of
+# the hand labels' 1,998 assistant texts and 1,268 thinking blocks is either (test_labeling's
+# check), while the shipped model gave 150 of minsky's unlabelled Cursor replies one of the
+# two, in sample. A tool call may carry them: a sub-agent's brief quoting the user (4 labels).
+_NOT_THE_ASSISTANTS = frozenset({"requirement", "constraint"})
+
+
+def excluded_categories(unit: Unit) -> frozenset[str]:
+    """The categories TAXONOMY.md rules out for a unit whatever a model says (see above)."""
+    if unit.role == "assistant" and unit.kind in ("text", "thinking"):
+        return _NOT_THE_ASSISTANTS
+    return frozenset()
+
+
 class Settler:
     """`settled_category` over units fed in session order, remembering the calls: the result
     of a call that read a skill or rule file (`reads_rules_file`) is constraint."""

@@ -44,6 +44,7 @@ from winnow.classifier.manifest import (
     FORMAT_VERSION,
     Manifest,
     ModelError,
+    exclude_categories,
     must_keep_score,
     read_manifest,
     verify_checksums,
@@ -299,6 +300,7 @@ class ImportanceClassifier:
         self, probs: np.ndarray, units: Sequence[Unit], settle: Settler | None = None
     ) -> list[Prediction]:
         labels = self.labels
+        probs = exclude_categories(probs, units, labels)  # the single and live paths' too
         return [
             Prediction(labels[b], dict(zip(labels, p)))
             for b, p in zip(self.decide(probs, units, settle).tolist(), probs.tolist())
@@ -413,13 +415,16 @@ class ImportanceClassifier:
         chunk: int = 1024,
         online: bool = False,
     ) -> np.ndarray:
-        """[len(units), len(labels)] calibrated probabilities."""
+        """[len(units), len(labels)] calibrated probabilities; a category TAXONOMY.md rules out
+        for a unit (`cues.excluded_categories`: an assistant's text is never requirement) is 0."""
         us = [to_unit(u) for u in units]
         if not us:
             return np.zeros((0, len(self.labels)), np.float32)
         if self.kind == "ngram":
-            return self._bag_proba(us, batch_size, online)
-        return self._transformer_proba(us, batch_size, chunk, online)
+            probs = self._bag_proba(us, batch_size, online)
+        else:
+            probs = self._transformer_proba(us, batch_size, chunk, online)
+        return exclude_categories(probs, us, self.labels)
 
     def _bag_proba(self, units: list[Unit], batch_size: int, online: bool) -> np.ndarray:
         """Encoding is mostly Python (GIL-bound) and the network is ONNX Runtime (outside the

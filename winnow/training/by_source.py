@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from winnow.classifier.bag import BagEncoder
-from winnow.classifier.manifest import MUST_KEEP_RULES
+from winnow.classifier.manifest import MUST_KEEP_RULES, exclude_categories
 from winnow.classifier.manifest import must_keep_score as _score_rule
 from winnow.classifier.ngrams import BagInputs, BagSpec
 from winnow.data.cues import Settler
@@ -491,6 +491,13 @@ def evaluate_by_source(
     every = settled_categories(c.units)
     settled = {s: every[test] for s, (_, test) in folds.items()}
     roles = {s: np.array([c.units[i].role for i in test]) for s, (_, test) in folds.items()}
+    held = {s: [c.units[i] for i in test] for s, (_, test) in folds.items()}
+
+    def served(probs: np.ndarray, t: float, of: Sequence[str]) -> np.ndarray:
+        """As the model serves them: calibrated (its graph's output), then the categories
+        TAXONOMY.md rules out for a unit taken away (which keeps the must-keep mass)."""
+        return exclude_categories(calibrate(probs, t), [u for s in of for u in held[s]])
+
     results: dict[str, dict[str, dict[str, float]]] = {}
     spread: dict[str, dict[str, float]] = {}
     temps: dict[str, float] = {}
@@ -517,10 +524,10 @@ def evaluate_by_source(
                 p_o = np.concatenate([by_src[o] for o in others])
                 g_o = np.concatenate([gold[o] for o in others])
                 t = fit_temperature(np.log(np.clip(p_o, 1e-12, 1)), g_o)
-                cal = calibrate(by_src[s], t)
+                cal = served(by_src[s], t, [s])
                 tau, scaling = None, None
                 if rule is not None:
-                    cal_o = calibrate(p_o, t)
+                    cal_o = served(p_o, t, others)
                     r_o = np.concatenate([roles[o] for o in others])
                     if rule == "role":
                         scaling = fit_role_scaling(cal_o, g_o, r_o)
@@ -547,7 +554,7 @@ def evaluate_by_source(
         all_g = np.concatenate([gold[s] for s in names])
         temps[key] = fit_temperature(np.log(np.clip(all_p, 1e-12, 1)), all_g)
         if decided and rule == must_keep_rule:
-            all_cal = calibrate(all_p, temps[key])
+            all_cal = served(all_p, temps[key], names)
             all_r = np.concatenate([roles[s] for s in names])
             scaling = fit_role_scaling(all_cal, all_g, all_r) if rule == "role" else None
             thresholds[key] = fit_threshold(

@@ -172,7 +172,7 @@ def _run_ngram(args: argparse.Namespace) -> int:
     import numpy as np
     from rich.console import Console
 
-    from winnow.classifier.manifest import Calibration, Provenance
+    from winnow.classifier.manifest import Calibration, Provenance, exclude_categories
     from winnow.data.schema import CATEGORIES
     from winnow.training.bag_export import code_revision, library_versions, save_bag_model
     from winnow.training.bag_trainer import BagTrainConfig, BagTrainer
@@ -254,13 +254,15 @@ def _run_ngram(args: argparse.Namespace) -> int:
             [by_source.gold[s] for s in by_source.oof["ngram/batch"][seeds[0]]] * 2
         )
         src, hand = np.array(corpus.sources), corpus.hand
-        oof_roles = [
-            corpus.units[i].role
+        oof_units = [
+            corpus.units[i]
             for s in by_source.oof["ngram/batch"][seeds[0]]
             for i in np.flatnonzero((src == s) & hand)
         ] * 2
+        oof_roles = [u.role for u in oof_units]
         temperature = fit_temperature(np.log(np.clip(oof_p, 1e-12, 1)), oof_g)
-        cal_p = calibrate(oof_p, temperature)
+        # as served: the graph's calibrated output, then the categories a unit cannot have
+        cal_p = exclude_categories(calibrate(oof_p, temperature), oof_units)
         scaling = fit_role_scaling(cal_p, oof_g, oof_roles) if args.must_keep_rule == "role" else {}
         threshold = fit_threshold(
             cal_p, oof_g, args.must_keep_recall, args.must_keep_rule, oof_roles, scaling
