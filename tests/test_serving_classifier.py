@@ -327,6 +327,9 @@ def test_an_assistant_never_sets_the_task_in_every_path(clf) -> None:
     out = exclude_categories(probs, [to_unit(u) for u in units[:2]], clf.labels)
     assert out[1][at("decision")] == out[1][at("architecture")] == pytest.approx(0.3)
     assert out[1][at("status")] == pytest.approx(0.4)
+    # many rows at once (batch) give what one row (the live path) gives
+    many = exclude_categories(np.repeat(probs[1:2], 3, 0), [to_unit(units[1])] * 3, clf.labels)
+    np.testing.assert_allclose(many, np.repeat(out[1:2], 3, 0), atol=1e-6)
 
 
 def test_the_ruled_out_categories_never_change_what_is_kept(clf, rows, monkeypatch) -> None:

@@ -109,24 +109,49 @@ def exclude_categories(
     asked" is ruled out, so the must-keep sum, the fitted must-keep scaling and the threshold
     mean what they meant before."""
     index = {c: k for k, c in enumerate(labels)}
-    keep = [index[c] for c in labels if c in MUST_KEEP]
-    out = np.array(probs, dtype=np.float32, copy=True)
-    changed = False
+    groups: dict[frozenset[str], list[int]] = {}
     for i, u in enumerate(units):
-        cols = [index[c] for c in excluded_categories(u) if c in index]
+        ruled = excluded_categories(u)
+        if ruled:
+            groups.setdefault(ruled, []).append(i)
+    if not groups:
+        return probs
+    out = np.array(probs, dtype=np.float32, copy=True)
+    for ruled, rows in groups.items():  # one vectorized pass per set of ruled-out categories
+        cols = [index[c] for c in ruled if c in index]
+        rest = [index[c] for c in labels if c in MUST_KEEP and c not in ruled]
         if not cols:
             continue
-        changed = True
-        gone = float(out[i, cols].sum())
-        out[i, cols] = 0.0
-        rest = [k for k in keep if k not in cols]
+        if len(rows) == 1:  # the live path's one unit: numpy's per-call cost would dominate
+            out[rows[0]] = _rule_out(out[rows[0]].tolist(), cols, rest)
+            continue
+        block = out[rows]
+        gone = block[:, cols].sum(1, keepdims=True)
+        block[:, cols] = 0.0
         if rest:
-            held = out[i, rest]
-            total = float(held.sum())
-            out[i, rest] = held + gone * (held / total if total > 0 else 1.0 / len(rest))
+            held = block[:, rest]
+            total = held.sum(1, keepdims=True)
+            share = np.where(total > 0, held / np.maximum(total, 1e-12), 1.0 / len(rest))
+            block[:, rest] = held + gone * share
         else:
-            out[i] /= max(float(out[i].sum()), 1e-12)
-    return out if changed else probs
+            block /= np.maximum(block.sum(1, keepdims=True), 1e-12)
+        out[rows] = block
+    return out
+
+
+def _rule_out(row: list[float], cols: list[int], rest: list[int]) -> list[float]:
+    """`exclude_categories` on one row, in plain Python."""
+    gone = sum(row[k] for k in cols)
+    for k in cols:
+        row[k] = 0.0
+    total = sum(row[k] for k in rest)
+    if rest:
+        for k in rest:
+            row[k] += gone * (row[k] / total if total > 0 else 1.0 / len(rest))
+    else:
+        norm = max(sum(row), 1e-12)
+        row = [v / norm for v in row]
+    return row
 
 
 @dataclass(frozen=True)
