@@ -93,16 +93,42 @@ def allocate_exact(
     return _exact_meeting(items, budget, needs) or out
 
 
+def _undominated(
+    opts: Sequence[Option], budget: int, flags: Sequence[bool] | None = None
+) -> list[int]:
+    """The options a vector pass can change anything for, in order: within the budget, and
+    no earlier option of the same flag at most as costly and at least as valuable (the
+    passes keep the first of equal candidates, and the most value at each budget never falls
+    as the budget grows, so such an earlier option's candidates are never beaten by its).
+    A long text's summaries can be thousands of options of which one counts. Each option is
+    checked against the undominated ones before it, up to `_FRONT` of them (past that it is
+    kept unchecked: pruning less changes no result)."""
+    front: list[tuple[int, float, bool]] = []
+    kept = []
+    for k, o in enumerate(opts):
+        c, v, f = max(0, o.cost), float(o.value), bool(flags[k]) if flags else False
+        if c > budget:
+            continue
+        if len(front) < _FRONT:
+            if any(fc <= c and fv >= v and ff == f for fc, fv, ff in front):
+                continue
+            front.append((c, v, f))
+        kept.append(k)
+    return kept
+
+
+_FRONT = 64
+
+
 def _exact(items: Sequence[Sequence[Option]], budget: int) -> list[int]:
     best = np.zeros(budget + 1)  # the most value of the items so far at each budget
     picks = np.zeros((len(items), budget + 1), dtype=np.int32)
     for i, opts in enumerate(items):
         new = np.full(budget + 1, -np.inf)
         pick = picks[i]
-        for k, o in enumerate(opts):
+        for k in _undominated(opts, budget):
+            o = opts[k]
             c = max(0, o.cost)
-            if c > budget:
-                continue
             cand = np.full(budget + 1, -np.inf)
             cand[c:] = best[: budget + 1 - c] + o.value
             better = cand > new
@@ -129,10 +155,9 @@ def _exact_meeting(
     was_met = np.zeros((n, budget + 1), dtype=bool)  # a met state's previous layer
     for i, opts in enumerate(items):
         new = [np.full(budget + 1, -np.inf), np.full(budget + 1, -np.inf)]
-        for k, o in enumerate(opts):
+        for k in _undominated(opts, budget, needs[i]):
+            o = opts[k]
             c = max(0, o.cost)
-            if c > budget:
-                continue
             # (from, to) layers: an option that meets the requirement leads to "met"
             moves = ((1, 1), (0, 1)) if needs[i][k] else ((0, 0), (1, 1))
             for src, dst in moves:
