@@ -286,7 +286,7 @@ _ACK = re.compile(
 )
 _ANNOUNCE = re.compile(
     # the leading space atomic (see _INDENT): given back, each space was tried as a lead-in's
-    # start, 80 characters each (a 16 KB run of spaces: 59 ms a match)
+    # start, 80 characters each (a 16 KB run of spaces: 56 ms a match, 0.3 ms atomic)
     r"^(?=(\s*))\1(?:[^!?\n]{1,80}?[.!]\s+)?"  # a short lead-in: "The filter.go changes look good."
     r"(?:(?:now|next|first|ok(?:ay)?|good|great|perfect|alright)[,.!]?\s+)?"
     r"(?:let me|let's|i'?ll|i will|i'?m going to|i need to|now (?:i'?ll|let me|let's|update|add|run|fix|check)|"

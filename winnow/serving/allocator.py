@@ -93,6 +93,9 @@ def allocate_exact(
     return _exact_meeting(items, budget, needs) or out
 
 
+_FRONT = 64  # undominated options each is checked against (a long text's summaries: 1 to 4)
+
+
 def _undominated(
     opts: Sequence[Option], budget: int, flags: Sequence[bool] | None = None
 ) -> list[int]:
@@ -115,9 +118,6 @@ def _undominated(
             front.append((c, v, f))
         kept.append(k)
     return kept
-
-
-_FRONT = 64
 
 
 def _exact(items: Sequence[Sequence[Option]], budget: int) -> list[int]:

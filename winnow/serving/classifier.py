@@ -406,7 +406,7 @@ class ImportanceClassifier:
     ) -> list[Prediction]:
         """Many units: length-bucketed batches, features computed beside the network."""
         us = [to_unit(u) for u in units]
-        return self._predictions(self.predict_proba(us, batch_size, chunk, online=online), us)
+        return self._predictions(self._calibrated(us, batch_size, chunk, online), us)
 
     def predict_proba(
         self,
@@ -418,13 +418,15 @@ class ImportanceClassifier:
         """[len(units), len(labels)] calibrated probabilities; a category TAXONOMY.md rules out
         for a unit (`cues.excluded_categories`: an assistant's text is never requirement) is 0."""
         us = [to_unit(u) for u in units]
+        return exclude_categories(self._calibrated(us, batch_size, chunk, online), us, self.labels)
+
+    def _calibrated(self, us: list[Unit], batch_size: int, chunk: int, online: bool) -> np.ndarray:
+        """The graph's calibrated probabilities, nothing ruled out yet (`_predictions` does)."""
         if not us:
             return np.zeros((0, len(self.labels)), np.float32)
         if self.kind == "ngram":
-            probs = self._bag_proba(us, batch_size, online)
-        else:
-            probs = self._transformer_proba(us, batch_size, chunk, online)
-        return exclude_categories(probs, us, self.labels)
+            return self._bag_proba(us, batch_size, online)
+        return self._transformer_proba(us, batch_size, chunk, online)
 
     def _bag_proba(self, units: list[Unit], batch_size: int, online: bool) -> np.ndarray:
         """Encoding is mostly Python (GIL-bound) and the network is ONNX Runtime (outside the
