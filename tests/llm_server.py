@@ -336,6 +336,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        if len(raw) < length:
+            # the client went away mid-send (a killed run): no request reached the API, so
+            # there is nothing to record, validate or answer
+            self.close_connection = True
+            return
         path = self.path.split("?")[0]
         if path.endswith("/v1/messages") or path == "/messages":
             api = "anthropic"

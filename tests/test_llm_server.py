@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 
 import pytest
@@ -83,6 +84,19 @@ def test_client_can_abort_mid_stream():
         assert srv.wait_aborted(timeout=5)
     rec = srv.requests[0]
     assert rec.aborted and not rec.completed and rec.chunks_sent < 100
+
+
+def test_a_client_killed_mid_body_sends_no_request():
+    # a benchmark run SIGKILLed while writing a request: half a body is no request to judge
+    seen = []
+    with LLMServer(replies=lambda rec: seen.append(rec.body) or Reply("ok")) as srv:
+        host, port = srv.base_url.removeprefix("http://").split(":")
+        body = json.dumps({"model": "m", "max_tokens": 5, "messages": MSGS}).encode()
+        with socket.create_connection((host, int(port.rstrip("/")))) as s:
+            head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+            s.sendall(head.encode() + body[: len(body) // 2])
+        r = _anthropic(srv).messages.create(model="m", max_tokens=5, messages=MSGS)
+    assert r.content[0].text == "ok" and len(seen) == 1 and len(srv.requests) == 1
 
 
 def test_error_status_and_callable_script():
